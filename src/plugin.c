@@ -1,0 +1,2 @@
+/* placeholder: replaced by the vtable implementation */
+#include "config.h"

@@ -1,0 +1,1 @@
+# (empty: owned by the component that fills it)
