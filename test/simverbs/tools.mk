@@ -1,1 +1,19 @@
-# (empty: owned by the component that fills it)
+# test/simverbs/tools.mk - owner: S2.
+# perftest stand-ins (libmlx5.so.1, libefa.so.1 next to simverbs' libibverbs.so.1), raw fabric
+# benchmarks (sv-rawbench, pvm-bw, fabric-bench.sh) and checks that run unchanged Debian
+# programs (ibv_devices, ibv_devinfo, ibv_rc_pingpong, perftest) on simverbs.
+
+# ---- stand-in vendor libraries ------------------------------------------------------------
+# Shared (-rpath) so they land in test/simverbs/.libs/ as lib*.so.1, found through the tests'
+# LD_LIBRARY_PATH before the system's real providers.
+SV_STANDIN_LDFLAGS = -version-info 1:0:0 -rpath $(abs_builddir)/test/simverbs -no-undefined
+noinst_LTLIBRARIES += test/simverbs/libmlx5.la test/simverbs/libefa.la
+test_simverbs_libmlx5_la_SOURCES = test/simverbs/standin/mlx5.c
+test_simverbs_libmlx5_la_LDFLAGS = $(SV_STANDIN_LDFLAGS) \
+	-Wl,--version-script=$(srcdir)/test/simverbs/standin/mlx5.map
+EXTRA_test_simverbs_libmlx5_la_DEPENDENCIES = $(srcdir)/test/simverbs/standin/mlx5.map
+test_simverbs_libefa_la_SOURCES = test/simverbs/standin/efa.c
+test_simverbs_libefa_la_LDFLAGS = $(SV_STANDIN_LDFLAGS) \
+	-Wl,--version-script=$(srcdir)/test/simverbs/standin/efa.map
+EXTRA_test_simverbs_libefa_la_DEPENDENCIES = $(srcdir)/test/simverbs/standin/efa.map
+EXTRA_DIST += test/simverbs/standin/mlx5.map test/simverbs/standin/efa.map
