@@ -1,0 +1,206 @@
+/*
+ * device.h - the device layer: discovery of HCAs and ports, NCCL_IB_HCA
+ * filtering, properties, virtual NICs, RoCE GID selection, PD refcounting,
+ * GPUDirect detection (gdr.c) and the per-HCA async-event thread.
+ *
+ * Ownership: the global device table is created by the first nv_devices_init()
+ * and destroyed by the matching last nv_devices_fini() (refcounted, so
+ * per-communicator init/finalize and library reload work). Between those calls
+ * struct nv_hca / nv_dev / nv_vdev pointers stay valid and their descriptive
+ * fields are read-only; the fields marked "locked" or "atomic" are not.
+ *
+ * Indices: NCCL's `dev` argument is a VIRTUAL device index (nv_vdev_get).
+ * At init every physical device i gets virtual device i = {1, {i}};
+ * makeVDevice appends more.
+ *
+ * Async events (contract with the comm layer): every QP and CQ the plugin
+ * creates must have qp_context / cq_context pointing at a struct
+ * nv_async_sink that outlives the QP/CQ (or NULL). A fatal QP/CQ event is
+ * recorded there; a fatal device event is recorded on the HCA. Data-path
+ * calls check nv_async_sink_failed() and nv_hca_failed() and fail fast.
+ */
+#ifndef NV_DEVICE_H
+#define NV_DEVICE_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+#include "nccl/net.h"
+#include "nv_common.h"
+
+#define NV_MAX_DEVS 32           /* kept ports (NCCL's MAX_IB_DEVS) */
+#define NV_MAX_VDEVS 256         /* physical + merged */
+#define NV_MAX_DEVS_PER_VDEV NCCL_NET_MAX_DEVS_PER_NIC_V12 /* 8 */
+#define NV_MAX_RECVS 8           /* maxRecvs reported to NCCL */
+#define NV_NAME_MAX 64
+#define NV_WHY_MAX 192
+
+/* Where a fatal asynchronous event lands. Written by the event thread only. */
+struct nv_async_sink {
+	atomic_int fatal;      /* 0, or enum ibv_event_type + 1 of the first fatal event */
+	char what[NV_WHY_MAX]; /* text of that event; complete before `fatal` is set */
+};
+
+static inline bool nv_async_sink_failed(struct nv_async_sink *s)
+{
+	return s && nv_unlikely(atomic_load_explicit(&s->fatal, memory_order_acquire) != 0);
+}
+
+/* GPUDirect status of one HCA (gdr.c). */
+struct nv_gdr_info {
+	int ptr_support;        /* NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF */
+	bool peermem;           /* a peer-memory module marker was found */
+	bool dmabuf;            /* ibv_reg_dmabuf_mr probe says supported */
+	char peermem_marker[PATH_MAX]; /* which file proved it, or "" */
+	char why[NV_WHY_MAX];   /* human explanation: on, or why not */
+};
+
+/* One opened verbs device; shared by its kept ports. */
+struct nv_hca {
+	char name[NV_NAME_MAX];          /* ibv device name, e.g. mlx5_0 */
+	char pci_path[PATH_MAX];         /* realpath(<ibdev_path>/device), "" if unknown */
+	struct ibv_context *ctx;
+	struct ibv_device_attr attr;
+	struct nv_gdr_info gdr;
+	bool relaxed_ordering;           /* data MRs may use IBV_ACCESS_RELAXED_ORDERING */
+
+	pthread_mutex_t lock;            /* guards pd, pd_refs */
+	struct ibv_pd *pd;               /* locked */
+	int pd_refs;                     /* locked */
+	struct nv_mr_cache *mr_cache;    /* mr.c; has its own lock */
+
+	struct nv_async_sink sink;       /* DEVICE_FATAL and unattributed fatal events */
+	pthread_t event_thread;
+	bool event_thread_running;
+	int event_stop_fd;               /* write end wakes the thread for shutdown */
+	int event_wake_fd;
+};
+
+/* What the GID auto-selection picked for one port, with the reason. */
+struct nv_gid_info {
+	int index;              /* -1: none usable */
+	union ibv_gid gid;
+	int type;               /* IBV_GID_TYPE_IB / _ROCE_V1 / _ROCE_V2, -1 unknown */
+	bool valid;             /* not zero, not link-local */
+	char why[NV_WHY_MAX];
+};
+
+/* One ACTIVE port = one physical NCCL device. */
+struct nv_dev {
+	int index;                       /* physical index */
+	char name[NV_NAME_MAX];          /* name reported to NCCL; unique */
+	struct nv_hca *hca;
+	uint8_t port;
+	uint8_t link_layer;              /* IBV_LINK_LAYER_INFINIBAND or _ETHERNET */
+	uint16_t lid;
+	uint8_t sm_sl;
+	enum ibv_mtu active_mtu;
+	bool grh_required;               /* IB port demands a GRH */
+	int speed_mbps;
+	uint32_t active_speed;           /* raw, for diagnostics */
+	uint8_t active_width;
+	int gid_tbl_len;
+	uint64_t guid;                   /* sys_image_guid (ASIC identity) */
+	int16_t rail, plane;             /* from NCCL_IB_HCA, -1 if not given */
+
+	pthread_mutex_t gid_lock;        /* guards gid */
+	struct nv_gid_info gid;          /* locked; cached selection */
+	atomic_int gid_stale;            /* set by GID_CHANGE; next nv_dev_gid() recomputes */
+};
+
+/* A virtual NIC: 1..8 physical devices used together. */
+struct nv_vdev {
+	int ndevs;
+	int devs[NV_MAX_DEVS_PER_VDEV];
+	char name[NV_MAX_DEVS_PER_VDEV * (NV_NAME_MAX + 1)];
+};
+
+/* Per-init (per-communicator for v11/v12) context handed to nv_net_listen/connect. */
+struct nv_ctx {
+	uint64_t comm_id;
+	int traffic_class;      /* NCCL_NET_TRAFFIC_CLASS_UNDEF (-1) or 0..255 */
+};
+
+/* ---- global table (device.c) -------------------------------------------- */
+nv_status_t nv_devices_init(void);  /* refcounted; first call discovers */
+void nv_devices_fini(void);         /* last call tears everything down */
+int nv_dev_count(void);
+struct nv_dev *nv_dev_get(int index);          /* NULL if out of range */
+int nv_vdev_count(void);
+const struct nv_vdev *nv_vdev_get(int index);  /* NULL if out of range */
+/* makeVDevice: merge physical devices. max_devs is 4 for ABI <= v11, 8 for v12. */
+nv_status_t nv_vdev_make(const int *devs, int ndevs, int max_devs, int *vdev);
+/* Fills every field of the v12 shape for virtual device `vdev`. */
+nv_status_t nv_vdev_properties(int vdev, ncclNetProperties_v12_t *props);
+
+/* GID of a port: cached auto-selection (recomputed after GID_CHANGE).
+ * For IB ports without GRH this is index 0 and only informative. */
+nv_status_t nv_dev_gid(struct nv_dev *dev, struct nv_gid_info *out);
+
+/* PD shared by all users of an HCA; refcounted. */
+nv_status_t nv_hca_pd_get(struct nv_hca *hca, struct ibv_pd **pd);
+void nv_hca_pd_put(struct nv_hca *hca);
+
+static inline bool nv_hca_failed(struct nv_hca *hca)
+{
+	return nv_async_sink_failed(&hca->sink);
+}
+
+/* ---- pure functions (unit-tested without devices) ------------------------- */
+
+/* NCCL_IB_HCA: [^][=]name[:port[:rail[:plane]]][,...] with NCCL's semantics:
+ * prefix match unless '=', '^' excludes, empty port field = any port. */
+#define NV_HCA_FILTER_MAX 32
+struct nv_hca_filter {
+	bool exclude, exact;
+	int n;                  /* 0: no list (matches everything unless exclude) */
+	struct {
+		char name[NV_NAME_MAX];
+		int port;       /* -1 any */
+		int16_t rail, plane;
+	} e[NV_HCA_FILTER_MAX];
+};
+nv_status_t nv_hca_filter_parse(const char *spec, struct nv_hca_filter *f); /* spec may be NULL */
+/* True when the port is kept. rail/plane (may be NULL) receive the matching
+ * entry's values, -1 when none. */
+bool nv_hca_filter_match(const struct nv_hca_filter *f, const char *name, int port,
+			 int16_t *rail, int16_t *plane);
+
+/* Speed in Mbps from ibv_port_attr active_speed (or active_speed_ex) and
+ * active_width bits: per-lane SDR 2.5G .. XDR 200G times 1x/2x/4x/8x/12x.
+ * Returns 0 for unknown encodings. */
+int nv_port_speed_mbps(uint32_t active_speed, uint8_t active_width);
+
+/* RoCE GID auto-selection as NCCL does it, over a snapshot of the GID table. */
+struct nv_gid_entry {
+	bool readable;          /* false: query failed (e.g. not mapped in a container) */
+	union ibv_gid gid;
+	int type;               /* IBV_GID_TYPE_*, -1 unknown */
+};
+struct nv_gid_policy {
+	int forced_index;       /* NCCL_IB_GID_INDEX, -1 auto */
+	int family;             /* AF_INET or AF_INET6 (NCCL_IB_ADDR_FAMILY) */
+	uint8_t range_addr[16]; /* NCCL_IB_ADDR_RANGE network (IPv4 in bytes 0..3) */
+	int range_prefix;       /* prefix length; 0 = everything */
+	int roce_version;       /* NCCL_IB_ROCE_VERSION_NUM: 1 or 2 */
+};
+nv_status_t nv_gid_policy_from_params(struct nv_gid_policy *pol);
+/* Parses "a.b.c.d/n" or "x:y::z/n" into pol->range_*; NV_ERR_USAGE if bad. */
+nv_status_t nv_gid_parse_range(const char *s, struct nv_gid_policy *pol);
+/* Returns the chosen index (or -1) and explains in out->why. */
+int nv_gid_select(const struct nv_gid_entry *tbl, int n, const struct nv_gid_policy *pol,
+		  struct nv_gid_info *out);
+bool nv_gid_is_valid(const union ibv_gid *gid);    /* not zero, not fe80::/64 */
+int nv_gid_family(const union ibv_gid *gid);       /* AF_INET if ::ffff:a.b.c.d */
+
+/* ---- GPUDirect (gdr.c) ---------------------------------------------------- */
+/* Looks for nv_peer_mem / nv_mem_nc / nvidia_peermem markers below `root`
+ * ("/" normally). Returns true and the marker path when one exists. */
+bool nv_gdr_peermem_present(const char *root, char *marker, size_t len);
+/* Fills hca->gdr (peer memory + dma-buf probe on a temporary PD), logs it. */
+nv_status_t nv_gdr_detect(struct nv_hca *hca);
+
+#endif /* NV_DEVICE_H */
