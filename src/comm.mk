@@ -1,2 +1,10 @@
-# (empty: owned by the component that fills it)
-NV_COMM_SOURCES =
+# Connection and data-path layer of the plugin (owner: P2) and its unit tests.
+# Sources here join libnvcore.la (see src/base.mk).
+NV_COMM_SOURCES = src/wire.c
+noinst_HEADERS += src/wire.h src/sock.h
+
+# ---- unit tests ------------------------------------------------------------
+check_PROGRAMS += test/unit/test_wire
+TESTS += test/unit/test_wire
+test_unit_test_wire_SOURCES = test/unit/test_wire.c
+test_unit_test_wire_LDADD = libnvcore.la $(IBVERBS_LIBS)

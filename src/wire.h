@@ -1,0 +1,141 @@
+/*
+ * wire.h - everything that crosses the network outside RDMA: the listen
+ * handle (shipped by NCCL's bootstrap) and the out-of-band handshake
+ * messages (shipped over our TCP socket).
+ *
+ * Contract:
+ *  - On the wire every field is fixed-width and in network byte order; the
+ *    packed nv_wire_* structs in wire.c carry static_asserts on their sizes.
+ *  - Callers only see the host-form structs below. Encoders never fail;
+ *    decoders trust nothing: each returns NV_OK or NV_ERR_REMOTE with a
+ *    one-line reason in *why (never the peer's text, only ours).
+ *  - Protocol version NV_WIRE_VERSION is bumped whenever a layout changes;
+ *    peers with another version are refused with a message naming both.
+ *  - Pure functions: no verbs, no sockets, no logging (the fuzzers call them).
+ */
+#ifndef NV_WIRE_H
+#define NV_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nv_common.h"
+
+#define NV_WIRE_MAGIC 0x4e564d31u /* "NVM1" */
+#define NV_WIRE_VERSION 1
+#define NV_WIRE_SECRET_LEN 32
+#define NV_WIRE_HANDLE_SIZE 64 /* <= NCCL_NET_HANDLE_MAXSIZE (128) */
+#define NV_WIRE_MAX_DEVS 8     /* devices of one (virtual) NIC */
+#define NV_WIRE_MAX_QPS 128    /* NCCL_IB_MAX_QPS */
+#define NV_WIRE_DEVNAME_LEN 32
+#define NV_WIRE_WHY_LEN 160
+
+/* Link layers: numerically equal to IBV_LINK_LAYER_*. */
+#define NV_WIRE_LL_IB 1
+#define NV_WIRE_LL_ETH 2
+
+/* The listener's address and secret, as published through NCCL. */
+struct nv_handle {
+	int family;		/* AF_INET or AF_INET6 */
+	uint8_t addr[16];	/* IPv4 in the first 4 bytes */
+	uint16_t port;		/* host order */
+	uint32_t scope_id;	/* IPv6 link-local scope, else 0 */
+	uint8_t secret[NV_WIRE_SECRET_LEN];
+};
+
+enum nv_msg_type {
+	NV_MSG_HELLO = 1,	/* connector -> listener: secret */
+	NV_MSG_META = 2,	/* both ways: connection metadata */
+	NV_MSG_STATUS = 3,	/* both ways: "ready" / "path proven" / failure code */
+};
+
+/* Every handshake message starts with this header (16 bytes on the wire). */
+struct nv_msg_hdr {
+	uint16_t type;		/* enum nv_msg_type */
+	uint32_t len;		/* payload bytes that follow; fixed per type */
+};
+#define NV_WIRE_HDR_SIZE 16
+#define NV_WIRE_HELLO_SIZE 48
+#define NV_WIRE_STATUS_SIZE 8
+
+struct nv_hello {
+	uint8_t secret[NV_WIRE_SECRET_LEN];
+	uint64_t conn_id;	/* connector's id for log lines */
+};
+
+/* Status codes carried by NV_MSG_STATUS. Texts come from our own table. */
+enum nv_wire_status {
+	NV_WST_OK = 0,
+	NV_WST_BAD_META = 1,		/* the peer's metadata failed validation */
+	NV_WST_LINK_MISMATCH = 2,	/* IB on one side, RoCE on the other */
+	NV_WST_QP_FAILED = 3,		/* QP creation or RTR/RTS failed */
+	NV_WST_PROBE_FAILED = 4,	/* the path-proving RDMA write failed */
+	NV_WST_RESOURCES = 5,		/* out of memory / verbs resources */
+	NV_WST_MAX_ = 6,
+};
+const char *nv_wire_status_str(uint32_t code);
+
+struct nv_meta_dev {
+	uint16_t lid;
+	uint8_t port;
+	uint8_t mtu;		/* enum ibv_mtu, 1 (256) .. 5 (4096) */
+	uint8_t link_layer;	/* NV_WIRE_LL_* */
+	uint8_t gid_index;
+	uint8_t gid[16];
+	uint32_t rkey;		/* rkey of the sender's FIFO / receiver's records on this dev */
+	char name[NV_WIRE_DEVNAME_LEN]; /* NUL-terminated, printable */
+};
+
+struct nv_meta_qp {
+	uint32_t qpn;		/* 24 bits, non-zero */
+	uint8_t dev;		/* index into nv_meta.dev[] */
+	uint8_t ece_valid;
+	uint32_t ece_vendor_id;
+	uint32_t ece_options;
+	uint32_t ece_comp_mask;
+};
+
+#define NV_META_ROLE_SEND 1
+#define NV_META_ROLE_RECV 2
+
+struct nv_meta {
+	uint8_t role;		/* NV_META_ROLE_* */
+	uint8_t ndevs;		/* 1 .. NV_WIRE_MAX_DEVS */
+	uint16_t nqps;		/* 1 .. NV_WIRE_MAX_QPS */
+	uint8_t sl;		/* 0 .. 15 */
+	uint8_t tc;
+	uint8_t little_endian;	/* RDMA-shared control structs are host order */
+	uint64_t addr;		/* sender: CTS FIFO; receiver: records region */
+	uint32_t region_len;	/* bytes at addr the peer may write */
+	uint64_t probe_addr;	/* word the peer's path probe writes (same MR) */
+	struct nv_meta_dev dev[NV_WIRE_MAX_DEVS];
+	struct nv_meta_qp qp[NV_WIRE_MAX_QPS];
+};
+#define NV_WIRE_META_SIZE (32 + NV_WIRE_MAX_DEVS * 64 + NV_WIRE_MAX_QPS * 20)
+
+void nv_wire_handle_encode(const struct nv_handle *h, void *buf /* NV_WIRE_HANDLE_SIZE */);
+nv_status_t nv_wire_handle_decode(const void *buf, size_t len, struct nv_handle *h,
+				  char *why, size_t why_len);
+
+void nv_wire_hdr_encode(const struct nv_msg_hdr *m, void *buf /* NV_WIRE_HDR_SIZE */);
+/* Validates magic, version, type and the exact payload length of the type. */
+nv_status_t nv_wire_hdr_decode(const void *buf, size_t len, struct nv_msg_hdr *m,
+			       char *why, size_t why_len);
+/* Payload size of a valid message type, 0 for an unknown one. */
+uint32_t nv_wire_payload_size(uint16_t type);
+
+void nv_wire_hello_encode(const struct nv_hello *h, void *buf /* NV_WIRE_HELLO_SIZE */);
+nv_status_t nv_wire_hello_decode(const void *buf, size_t len, struct nv_hello *h,
+				 char *why, size_t why_len);
+
+void nv_wire_status_encode(uint32_t code, void *buf /* NV_WIRE_STATUS_SIZE */);
+nv_status_t nv_wire_status_decode(const void *buf, size_t len, uint32_t *code,
+				  char *why, size_t why_len);
+
+void nv_wire_meta_encode(const struct nv_meta *m, void *buf /* NV_WIRE_META_SIZE */);
+nv_status_t nv_wire_meta_decode(const void *buf, size_t len, struct nv_meta *m,
+				char *why, size_t why_len);
+
+/* Constant-time comparison of two secrets. */
+int nv_wire_secret_equal(const uint8_t *a, const uint8_t *b);
+
+#endif /* NV_WIRE_H */

@@ -1,0 +1,269 @@
+/*
+ * test_wire - handle and handshake message encode/decode: round trips,
+ * and rejection of truncated, oversized, garbage and hostile input.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "wire.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                  \
+	do {                                                                         \
+		if (!(cond)) {                                                       \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
+				#cond);                                              \
+			failures++;                                                  \
+		}                                                                    \
+	} while (0)
+
+static char why[NV_WIRE_WHY_LEN];
+
+static void test_handle(void)
+{
+	struct nv_handle h = { 0 }, d;
+	uint8_t buf[128];
+	int i;
+
+	h.family = AF_INET;
+	h.addr[0] = 10;
+	h.addr[3] = 7;
+	h.port = 41000;
+	for (i = 0; i < NV_WIRE_SECRET_LEN; i++)
+		h.secret[i] = (uint8_t)(i * 7 + 1);
+	memset(buf, 0xee, sizeof(buf));
+	nv_wire_handle_encode(&h, buf);
+	CHECK(buf[NV_WIRE_HANDLE_SIZE] == 0xee); /* never writes past its size */
+	CHECK(nv_wire_handle_decode(buf, NV_WIRE_HANDLE_SIZE, &d, why, sizeof(why)) == NV_OK);
+	CHECK(d.family == AF_INET && d.port == 41000 && !memcmp(d.addr, h.addr, 16));
+	CHECK(nv_wire_secret_equal(d.secret, h.secret));
+	/* network byte order: the magic reads "NVM1" */
+	CHECK(!memcmp(buf, "NVM1", 4));
+
+	h.family = AF_INET6;
+	memset(h.addr, 0, 16);
+	h.addr[15] = 1;
+	h.scope_id = 3;
+	nv_wire_handle_encode(&h, buf);
+	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_OK);
+	CHECK(d.family == AF_INET6 && d.scope_id == 3 && d.addr[15] == 1);
+
+	/* truncated */
+	for (i = 0; i < NV_WIRE_HANDLE_SIZE; i++)
+		CHECK(nv_wire_handle_decode(buf, (size_t)i, &d, why, sizeof(why)) == NV_ERR_REMOTE);
+	CHECK(strstr(why, "truncated") != NULL);
+	/* bad magic, version, family, port */
+	buf[0] ^= 0xff;
+	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
+	CHECK(strstr(why, "magic") != NULL);
+	buf[0] ^= 0xff;
+	buf[5] = 9;
+	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
+	CHECK(strstr(why, "version") != NULL);
+	buf[5] = NV_WIRE_VERSION;
+	buf[6] = 5;
+	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
+	buf[6] = 6;
+	buf[8] = buf[9] = 0;
+	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
+	CHECK(nv_wire_handle_decode(NULL, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
+}
+
+static void test_hdr(void)
+{
+	struct nv_msg_hdr m = { .type = NV_MSG_META, .len = NV_WIRE_META_SIZE }, d;
+	uint8_t buf[NV_WIRE_HDR_SIZE];
+
+	nv_wire_hdr_encode(&m, buf);
+	CHECK(nv_wire_hdr_decode(buf, sizeof(buf), &d, why, sizeof(why)) == NV_OK);
+	CHECK(d.type == NV_MSG_META && d.len == NV_WIRE_META_SIZE);
+	CHECK(nv_wire_hdr_decode(buf, sizeof(buf) - 1, &d, why, sizeof(why)) == NV_ERR_REMOTE);
+
+	/* oversized: a length that does not match the type is refused up front */
+	m.len = 1u << 30;
+	nv_wire_hdr_encode(&m, buf);
+	CHECK(nv_wire_hdr_decode(buf, sizeof(buf), &d, why, sizeof(why)) == NV_ERR_REMOTE);
+	CHECK(strstr(why, "length") != NULL);
+	m.len = NV_WIRE_META_SIZE - 1;
+	nv_wire_hdr_encode(&m, buf);
+	CHECK(nv_wire_hdr_decode(buf, sizeof(buf), &d, why, sizeof(why)) == NV_ERR_REMOTE);
+	/* unknown type */
+	m.type = 77;
+	m.len = 8;
+	nv_wire_hdr_encode(&m, buf);
+	CHECK(nv_wire_hdr_decode(buf, sizeof(buf), &d, why, sizeof(why)) == NV_ERR_REMOTE);
+	CHECK(strstr(why, "unknown") != NULL);
+	/* garbage: HTTP request */
+	memcpy(buf, "GET / HTTP/1.1\r\n", 16);
+	CHECK(nv_wire_hdr_decode(buf, sizeof(buf), &d, why, sizeof(why)) == NV_ERR_REMOTE);
+	CHECK(strstr(why, "magic") != NULL);
+}
+
+static void test_hello_status(void)
+{
+	struct nv_hello h = { .conn_id = 0x1122334455667788ULL }, d;
+	uint8_t buf[NV_WIRE_HELLO_SIZE];
+	uint32_t code;
+
+	memset(h.secret, 0xab, sizeof(h.secret));
+	nv_wire_hello_encode(&h, buf);
+	CHECK(nv_wire_hello_decode(buf, sizeof(buf), &d, why, sizeof(why)) == NV_OK);
+	CHECK(d.conn_id == h.conn_id && nv_wire_secret_equal(d.secret, h.secret));
+	d.secret[31] ^= 1;
+	CHECK(!nv_wire_secret_equal(d.secret, h.secret));
+	CHECK(nv_wire_hello_decode(buf, sizeof(buf) - 1, &d, why, sizeof(why)) != NV_OK);
+	buf[NV_WIRE_HELLO_SIZE - 1] = 1; /* reserved */
+	CHECK(nv_wire_hello_decode(buf, sizeof(buf), &d, why, sizeof(why)) != NV_OK);
+
+	nv_wire_status_encode(NV_WST_LINK_MISMATCH, buf);
+	CHECK(nv_wire_status_decode(buf, NV_WIRE_STATUS_SIZE, &code, why, sizeof(why)) == NV_OK);
+	CHECK(code == NV_WST_LINK_MISMATCH);
+	CHECK(strstr(nv_wire_status_str(code), "NCCL_IB_HCA") != NULL);
+	nv_wire_status_encode(1000, buf);
+	CHECK(nv_wire_status_decode(buf, NV_WIRE_STATUS_SIZE, &code, why, sizeof(why)) != NV_OK);
+	CHECK(strcmp(nv_wire_status_str(1000), "unknown failure code") == 0);
+}
+
+static void fill_meta(struct nv_meta *m)
+{
+	int i;
+
+	memset(m, 0, sizeof(*m));
+	m->role = NV_META_ROLE_SEND;
+	m->ndevs = 2;
+	m->nqps = 4;
+	m->sl = 3;
+	m->tc = 106;
+	m->little_endian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+	m->addr = 0x7f0000001000ULL;
+	m->region_len = 65536;
+	m->probe_addr = m->addr + 65536 - 8;
+	for (i = 0; i < 2; i++) {
+		m->dev[i].lid = (uint16_t)(5 + i);
+		m->dev[i].port = 1;
+		m->dev[i].mtu = 5;
+		m->dev[i].link_layer = NV_WIRE_LL_IB;
+		m->dev[i].gid[0] = 0xfe;
+		m->dev[i].rkey = 0x1234 + (uint32_t)i;
+		snprintf(m->dev[i].name, sizeof(m->dev[i].name), "simib%d", i);
+	}
+	for (i = 0; i < 4; i++) {
+		m->qp[i].qpn = 0x100 + (uint32_t)i;
+		m->qp[i].dev = (uint8_t)(i % 2);
+		m->qp[i].ece_valid = 1;
+		m->qp[i].ece_vendor_id = 0x15b3;
+		m->qp[i].ece_options = 0x30000000u + (uint32_t)i;
+	}
+}
+
+static nv_status_t meta_roundtrip(const struct nv_meta *m, struct nv_meta *d)
+{
+	static uint8_t buf[NV_WIRE_META_SIZE + 1];
+
+	nv_wire_meta_encode(m, buf);
+	return nv_wire_meta_decode(buf, NV_WIRE_META_SIZE, d, why, sizeof(why));
+}
+
+static void test_meta(void)
+{
+	static uint8_t buf[NV_WIRE_META_SIZE + 16];
+	static struct nv_meta m, d;
+	size_t i;
+
+	fill_meta(&m);
+	CHECK(meta_roundtrip(&m, &d) == NV_OK);
+	CHECK(!memcmp(&m, &d, sizeof(m)));
+
+	nv_wire_meta_encode(&m, buf);
+	CHECK(nv_wire_meta_decode(buf, NV_WIRE_META_SIZE + 1, &d, why, sizeof(why)) != NV_OK);
+	for (i = 0; i < NV_WIRE_META_SIZE; i += 97)
+		CHECK(nv_wire_meta_decode(buf, i, &d, why, sizeof(why)) != NV_OK);
+
+	/* Each hostile field, one at a time. */
+#define HOSTILE(stmt, word)                                                   \
+	do {                                                                  \
+		fill_meta(&m);                                                \
+		stmt;                                                         \
+		CHECK(meta_roundtrip(&m, &d) == NV_ERR_REMOTE);               \
+		CHECK(strstr(why, word) != NULL);                             \
+	} while (0)
+	HOSTILE(m.role = 9, "role");
+	HOSTILE(m.ndevs = 0, "device count");
+	HOSTILE(m.ndevs = 9, "device count");
+	HOSTILE(m.nqps = 0, "QP count");
+	HOSTILE(m.nqps = 129, "QP count");
+	HOSTILE(m.sl = 16, "service level");
+	HOSTILE(m.little_endian = !m.little_endian, "byte order");
+	HOSTILE(m.addr = 0, "control region");
+	HOSTILE(m.addr = ~0ULL - 10, "control region");
+	HOSTILE(m.probe_addr = m.addr + m.region_len, "probe");
+	HOSTILE(m.probe_addr = m.addr - 8, "probe");
+	HOSTILE(m.dev[1].mtu = 6, "MTU");
+	HOSTILE(m.dev[0].port = 0, "port");
+	HOSTILE(m.dev[1].link_layer = 3, "link layer");
+	HOSTILE(m.dev[1].link_layer = NV_WIRE_LL_ETH, "mix");
+	HOSTILE(m.dev[0].lid = 0, "LID");
+	HOSTILE(m.dev[0].lid = 0xc001, "LID");
+	HOSTILE(m.dev[0].rkey = 0, "rkey");
+	HOSTILE(m.dev[0].name[0] = 0, "name");
+	HOSTILE(m.dev[0].name[2] = '\n', "printable");
+	HOSTILE(m.qp[3].qpn = 0, "QP 3");
+	HOSTILE(m.qp[3].qpn = 0x1000000, "QP 3");
+	HOSTILE(m.qp[2].dev = 2, "QP 2");
+	HOSTILE(m.qp[2].ece_valid = 2, "QP 2");
+	/* RoCE with an all-zero GID */
+	HOSTILE((m.dev[0].link_layer = m.dev[1].link_layer = NV_WIRE_LL_ETH,
+		 memset(m.dev[0].gid, 0, 16)), "GID");
+
+	/* Garbage in slots beyond the counts (the encoder never writes those). */
+	fill_meta(&m);
+	nv_wire_meta_encode(&m, buf);
+	buf[32 + 3 * 64 + 5] = 1; /* dev slot 3 */
+	CHECK(nv_wire_meta_decode(buf, NV_WIRE_META_SIZE, &d, why, sizeof(why)) != NV_OK);
+	CHECK(strstr(why, "unused device") != NULL);
+	nv_wire_meta_encode(&m, buf);
+	memset(buf + 32 + 32, 'x', NV_WIRE_DEVNAME_LEN); /* dev 0 name without NUL */
+	CHECK(nv_wire_meta_decode(buf, NV_WIRE_META_SIZE, &d, why, sizeof(why)) != NV_OK);
+	CHECK(strstr(why, "unterminated") != NULL);
+	nv_wire_meta_encode(&m, buf);
+	buf[NV_WIRE_META_SIZE - 1] = 1; /* qp slot 127 */
+	CHECK(nv_wire_meta_decode(buf, NV_WIRE_META_SIZE, &d, why, sizeof(why)) != NV_OK);
+	CHECK(strstr(why, "unused QP") != NULL);
+
+	/* Random garbage never decodes (and never crashes). */
+	srand(1);
+	for (i = 0; i < 2000; i++) {
+		size_t k;
+
+		for (k = 0; k < NV_WIRE_META_SIZE; k++)
+			buf[k] = (uint8_t)rand();
+		CHECK(nv_wire_meta_decode(buf, NV_WIRE_META_SIZE, &d, why, sizeof(why)) != NV_OK);
+	}
+	/* Random single-byte corruption of a valid message: decodes or refuses, never crashes. */
+	for (i = 0; i < 5000; i++) {
+		fill_meta(&m);
+		nv_wire_meta_encode(&m, buf);
+		buf[(size_t)rand() % NV_WIRE_META_SIZE] ^= (uint8_t)(1 + rand() % 255);
+		(void)nv_wire_meta_decode(buf, NV_WIRE_META_SIZE, &d, why, sizeof(why));
+	}
+}
+
+int main(void)
+{
+	test_handle();
+	test_hdr();
+	test_hello_status();
+	test_meta();
+	if (failures) {
+		fprintf(stderr, "test_wire: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_wire: all checks passed\n");
+	return 0;
+}
