@@ -17,3 +17,28 @@ test_simverbs_libefa_la_LDFLAGS = $(SV_STANDIN_LDFLAGS) \
 	-Wl,--version-script=$(srcdir)/test/simverbs/standin/efa.map
 EXTRA_test_simverbs_libefa_la_DEPENDENCIES = $(srcdir)/test/simverbs/standin/efa.map
 EXTRA_DIST += test/simverbs/standin/mlx5.map test/simverbs/standin/efa.map
+
+# ---- raw fabric benchmarks ------------------------------------------------------------------
+# Linked against the system libibverbs; at run time LD_LIBRARY_PATH selects simverbs.
+noinst_PROGRAMS += test/simverbs/bench/sv-rawbench test/simverbs/bench/pvm-bw
+test_simverbs_bench_sv_rawbench_SOURCES = test/simverbs/bench/sv-rawbench.c \
+	test/simverbs/bench/sb_verbs.c test/simverbs/bench/sb_verbs.h \
+	test/simverbs/bench/sb_common.c test/simverbs/bench/sb_common.h
+test_simverbs_bench_sv_rawbench_CFLAGS = $(AM_CFLAGS) -O2
+test_simverbs_bench_sv_rawbench_LDADD = $(IBVERBS_LIBS)
+test_simverbs_bench_pvm_bw_SOURCES = test/simverbs/bench/pvm-bw.c \
+	test/simverbs/bench/sb_common.c test/simverbs/bench/sb_common.h
+test_simverbs_bench_pvm_bw_CFLAGS = $(AM_CFLAGS) -O2
+dist_noinst_SCRIPTS += test/simverbs/bench/fabric-bench.sh
+
+# ---- checks: unchanged Debian programs and the benchmarks on simverbs ------------------------
+# bash scripts; exit 77 when ibverbs-utils / perftest are missing (scripts/setup.sh installs them).
+SV_TOOLS_CHECKS = \
+	test/simverbs/checks/ibv-devinfo.sh \
+	test/simverbs/checks/rc-pingpong.sh \
+	test/simverbs/checks/perftest-write-bw.sh \
+	test/simverbs/checks/perftest-write-lat.sh \
+	test/simverbs/checks/perftest-send-bw.sh \
+	test/simverbs/checks/perftest-read-bw.sh \
+	test/simverbs/checks/rawbench.sh
+EXTRA_DIST += $(SV_TOOLS_CHECKS) test/simverbs/checks/lib.sh test/simverbs/checks/perftest-lib.sh

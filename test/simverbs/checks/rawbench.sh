@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The raw fabric benchmarks in short mode: pvm-bw (process_vm_writev ceiling) and sv-rawbench
+# (RDMA WRITE bandwidth sweep with byte-exact data check, 8-byte write and write-with-imm
+# ping-pong latency) on simverbs' InfiniBand and RoCE devices. Every figure must be present and
+# positive; figures are printed, never judged. An unknown device must fail.
+. "$(dirname "$0")/lib.sh"
+sv_need_simverbs
+PVM=$SV_BENCHDIR/pvm-bw
+RAW=$SV_BENCHDIR/sv-rawbench
+[ -x "$PVM" ] && [ -x "$RAW" ] || sv_hard "benchmarks not built in $SV_BENCHDIR"
+
+# figure FILE KEY FIELD: value of FIELD= on the first line starting with KEY (empty if none).
+figure() {
+	awk -v k="$2" -v f="$3" '$1 == k { for (i = 2; i <= NF; i++) { split($i, kv, "=");
+		if (kv[1] == f) { print kv[2]; exit } } }' "$1"
+}
+
+# expect_fig FILE KEY FIELD WHAT
+expect_fig() {
+	local v
+	v=$(figure "$1" "$2" "$3")
+	if sv_is_positive "$v"; then
+		sv_log "$4: $2 $3=$v"
+	else
+		sv_fail "$4: no positive $2 $3"; cat "$1"
+	fi
+}
+
+out=$SV_TMP/pvm
+if timeout "$SV_TIMEOUT" "$PVM" -q >"$out" 2>&1; then
+	expect_fig "$out" pvm_bw median_GBps pvm-bw
+	expect_fig "$out" pvm_call median_ns pvm-bw
+else
+	sv_fail "pvm-bw -q failed"; cat "$out"
+fi
+
+# rawbench TAG ARGS...: a quick sv-rawbench run; every size of the sweep must be reported.
+rawbench() {
+	local tag=$1 f=$SV_TMP/$1 n
+	shift
+	if ! timeout "$SV_TIMEOUT" "$RAW" -q -T 20 "$@" >"$f" 2>&1; then
+		sv_fail "$tag: sv-rawbench $* failed"; cat "$f"; return
+	fi
+	n=$(grep -c '^write_bw ' "$f")
+	[ "$n" -ge 2 ] || sv_fail "$tag: only $n write_bw sizes reported"
+	grep '^write_bw ' "$f" | while read -r line; do
+		echo "$line" | grep -Eq 'median_GBps=[0-9.]*[1-9]' ||
+			echo "$SV_NAME: FAIL: $tag: zero bandwidth: $line"
+	done | tee "$f.zero"
+	[ -s "$f.zero" ] && sv_fail "$tag: a write_bw figure is zero"
+	expect_fig "$f" write_bw median_GBps "$tag"
+	expect_fig "$f" write_lat median_us "$tag"
+	expect_fig "$f" imm_lat median_us "$tag"
+	grep '^#' "$f" | sed "s/^/$SV_NAME: $tag: /"
+}
+rawbench simib0 -d simib0
+rawbench simroce0 -d simroce0 -S 4096,4M
+gid=$(sv_roce_gid_index simroce0)
+[ -n "$gid" ] && rawbench simroce0-gid -d simroce0 -g "$gid" -S 65536 -t bw,imm
+rawbench simib0-noinline -d simib0 -I -S 8,1M -t bw,lat
+
+if timeout "$SV_TIMEOUT" "$RAW" -q -d sv-no-such-device >"$SV_TMP/bad" 2>&1; then
+	sv_fail "sv-rawbench accepted an unknown device"; cat "$SV_TMP/bad"
+fi
+sv_finish
