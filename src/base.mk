@@ -1,7 +1,13 @@
-# Plugin core: ABI headers, vtable, params, log, verbs seam, devices, GDR, MR cache.
-# NV_BASE_SOURCES and NV_COMM_SOURCES (src/comm.mk) make up libnvcore.la, which
-# the plugin and the unit tests link.
-NV_BASE_SOURCES =
+# Plugin core (owner: P1): ABI headers, vtable, params, log, verbs seam,
+# devices, GDR, MR cache. NV_BASE_SOURCES and NV_COMM_SOURCES (src/comm.mk)
+# make up libnvcore.la, which the plugin and the unit tests link.
+NV_BASE_SOURCES = src/log.c src/param.c src/ibv.c src/select.c src/device.c src/event.c \
+	src/gdr.c src/mr.c
+noinst_HEADERS += src/nv_common.h src/nv_api.h src/log.h src/param.h src/ibv.h src/device.h \
+	src/event.h src/mr.h \
+	include/nccl/err.h include/nccl/common.h include/nccl/net_device.h include/nccl/net.h \
+	include/nccl/net_v6.h include/nccl/net_v7.h include/nccl/net_v8.h include/nccl/net_v9.h \
+	include/nccl/net_v10.h include/nccl/net_v11.h include/nccl/net_v12.h
 
 noinst_LTLIBRARIES += libnvcore.la
 libnvcore_la_SOURCES = $(NV_BASE_SOURCES) $(NV_COMM_SOURCES)
@@ -10,5 +16,7 @@ libnvcore_la_LIBADD = $(IBVERBS_LIBS)
 lib_LTLIBRARIES += libnccl-net-verbs.la
 libnccl_net_verbs_la_SOURCES = src/plugin.c
 libnccl_net_verbs_la_LIBADD = libnvcore.la $(IBVERBS_LIBS)
+# nodelete: NCCL may dlclose us with our event threads still running (v6..v10
+# get no finalize); keeping the code mapped makes that and reloads safe.
 libnccl_net_verbs_la_LDFLAGS = -module -avoid-version -shared -no-undefined \
-	-Wl,--no-undefined -export-symbols-regex '^ncclNetPlugin_v[0-9]+$$'
+	-Wl,--no-undefined -Wl,-z,nodelete -export-symbols-regex '^ncclNetPlugin_v[0-9]+$$'

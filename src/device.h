@@ -36,7 +36,7 @@
 #define NV_MAX_DEVS_PER_VDEV NCCL_NET_MAX_DEVS_PER_NIC_V12 /* 8 */
 #define NV_MAX_RECVS 8           /* maxRecvs reported to NCCL */
 #define NV_NAME_MAX 64
-#define NV_WHY_MAX 192
+#define NV_WHY_MAX 256
 
 /* Where a fatal asynchronous event lands. Written by the event thread only. */
 struct nv_async_sink {
@@ -54,7 +54,7 @@ struct nv_gdr_info {
 	int ptr_support;        /* NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF */
 	bool peermem;           /* a peer-memory module marker was found */
 	bool dmabuf;            /* ibv_reg_dmabuf_mr probe says supported */
-	char peermem_marker[PATH_MAX]; /* which file proved it, or "" */
+	char peermem_marker[128]; /* which file proved it, or "" */
 	char why[NV_WHY_MAX];   /* human explanation: on, or why not */
 };
 
@@ -91,7 +91,7 @@ struct nv_gid_info {
 /* One ACTIVE port = one physical NCCL device. */
 struct nv_dev {
 	int index;                       /* physical index */
-	char name[NV_NAME_MAX];          /* name reported to NCCL; unique */
+	char name[NV_NAME_MAX + 8];      /* name reported to NCCL; unique */
 	struct nv_hca *hca;
 	uint8_t port;
 	uint8_t link_layer;              /* IBV_LINK_LAYER_INFINIBAND or _ETHERNET */
@@ -105,6 +105,7 @@ struct nv_dev {
 	int gid_tbl_len;
 	uint64_t guid;                   /* sys_image_guid (ASIC identity) */
 	int16_t rail, plane;             /* from NCCL_IB_HCA, -1 if not given */
+	int nccl_port;                   /* props.port: port + functions sharing the PCI node */
 
 	pthread_mutex_t gid_lock;        /* guards gid */
 	struct nv_gid_info gid;          /* locked; cached selection */
@@ -115,7 +116,7 @@ struct nv_dev {
 struct nv_vdev {
 	int ndevs;
 	int devs[NV_MAX_DEVS_PER_VDEV];
-	char name[NV_MAX_DEVS_PER_VDEV * (NV_NAME_MAX + 1)];
+	char name[NV_MAX_DEVS_PER_VDEV * (NV_NAME_MAX + 9)];
 };
 
 /* Per-init (per-communicator for v11/v12) context handed to nv_net_listen/connect. */
@@ -183,6 +184,7 @@ struct nv_gid_entry {
 struct nv_gid_policy {
 	int forced_index;       /* NCCL_IB_GID_INDEX, -1 auto */
 	int family;             /* AF_INET or AF_INET6 (NCCL_IB_ADDR_FAMILY) */
+	int range_family;       /* AF_INET / AF_INET6 of range_addr (0: no range) */
 	uint8_t range_addr[16]; /* NCCL_IB_ADDR_RANGE network (IPv4 in bytes 0..3) */
 	int range_prefix;       /* prefix length; 0 = everything */
 	int roce_version;       /* NCCL_IB_ROCE_VERSION_NUM: 1 or 2 */

@@ -38,6 +38,8 @@ nv_status_t nv_ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, u
  * entries are normal in containers); EOPNOTSUPP when the verb is unavailable. */
 int nv_ibv_query_gid_ex_probe(struct ibv_context *ctx, uint8_t port, int index,
 			      struct ibv_gid_entry *entry);
+/* Legacy GID read without logging; 0 or the errno value. */
+int nv_ibv_query_gid_probe(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
 nv_status_t nv_ibv_query_pkey(struct ibv_context *ctx, uint8_t port, int index, uint16_t *pkey);
 
 /* Protection domain */

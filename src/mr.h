@@ -19,6 +19,7 @@
 #ifndef NV_MR_H
 #define NV_MR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
@@ -67,7 +68,9 @@ struct nv_mr_cache_ops {
 struct nv_mr_cache *nv_mr_cache_create(const struct nv_mr_cache_ops *ops, void *arg,
 				       size_t page_size);
 void nv_mr_cache_destroy(struct nv_mr_cache *c);
-/* key separates registrations that must not be shared (kind, use). */
+/* key separates registrations that must not be shared (kind, use); with
+ * NV_MR_CACHE_EXACT in key the range is used as given, not page-rounded. */
+#define NV_MR_CACHE_EXACT (1U << 31)
 nv_status_t nv_mr_cache_get(struct nv_mr_cache *c, uintptr_t addr, size_t len, unsigned key,
 			    const void *req, void **obj);
 /* NV_ERR_INTERNAL (logged) if obj is not in the cache. */

@@ -1,0 +1,579 @@
+/*
+ * device.c - discovery of ACTIVE IB/RoCE ports, the refcounted global device
+ * table, properties, virtual NICs, the per-port GID cache and PD refcounts.
+ * The async-event thread lives in event.c, GPUDirect detection in gdr.c and
+ * the pure decisions (NCCL_IB_HCA, speed, GID rule) in select.c.
+ *
+ * Locking: nv_dev_lock serializes init/fini/makeVDevice. Readers (devices,
+ * getProperties, the comm layer) only run between init and fini, while the
+ * table is stable; makeVDevice appends a fully built entry and then publishes
+ * the new count (release), so concurrent readers see either count.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "device.h"
+#include "event.h"
+#include "ibv.h"
+#include "mr.h"
+#include "param.h"
+
+static pthread_mutex_t nv_dev_lock = PTHREAD_MUTEX_INITIALIZER;
+static int nv_refs;
+static int nv_nhca;
+static struct nv_hca *nv_hcas[NV_MAX_DEVS];
+static int nv_ndev;
+static struct nv_dev *nv_devs[NV_MAX_DEVS];
+static atomic_int nv_nvdev;
+static struct nv_vdev *nv_vdevs; /* NV_MAX_VDEVS entries */
+
+int nv_dev_count(void)
+{
+	return nv_ndev;
+}
+
+struct nv_dev *nv_dev_get(int index)
+{
+	return (index >= 0 && index < nv_ndev) ? nv_devs[index] : NULL;
+}
+
+int nv_vdev_count(void)
+{
+	return atomic_load_explicit(&nv_nvdev, memory_order_acquire);
+}
+
+const struct nv_vdev *nv_vdev_get(int index)
+{
+	return (index >= 0 && index < nv_vdev_count()) ? &nv_vdevs[index] : NULL;
+}
+
+/* realpath(<ibdev_path>/device), with the PCI function digit zeroed as NCCL
+ * does so that the ports/functions of one NIC sit on one PCI node. */
+static void nv_hca_pci_path(struct ibv_device *dev, char *out, size_t len)
+{
+	char path[PATH_MAX + 16], real[PATH_MAX];
+	size_t n;
+
+	out[0] = '\0';
+	snprintf(path, sizeof(path), "%s/device", dev->ibdev_path);
+	if (!realpath(path, real)) {
+		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "%s: no PCI path (%s: %s); NCCL will place it "
+			"on CPU 0", nv_ibv_device_name(dev), path, strerror(errno));
+		return;
+	}
+	n = strlen(real);
+	if (n > 2 && real[n - 2] == '.')
+		real[n - 1] = '0';
+	snprintf(out, len, "%s", real);
+}
+
+static bool nv_relaxed_ordering_allowed(const char *name)
+{
+	int64_t mode = nv_param_int(NV_PARAM_IB_PCI_RELAXED_ORDERING);
+
+	if (mode == 0)
+		return false;
+	if (!nv_ibv_have_iova2()) {
+		if (mode == 1)
+			NV_INFO(NV_SUB_INIT, "%s: NCCL_IB_PCI_RELAXED_ORDERING=1 but this build has "
+				"no ibv_reg_mr_iova2; relaxed ordering off", name);
+		return false;
+	}
+	return true;
+}
+
+static nv_status_t nv_hca_open(struct ibv_device *idev, struct nv_hca **out)
+{
+	struct nv_hca *h = calloc(1, sizeof(*h));
+	nv_status_t st;
+
+	if (!h) {
+		NV_WARN("out of memory opening %s", nv_ibv_device_name(idev));
+		return NV_ERR_SYSTEM;
+	}
+	snprintf(h->name, sizeof(h->name), "%s", nv_ibv_device_name(idev));
+	pthread_mutex_init(&h->lock, NULL);
+	h->event_stop_fd = h->event_wake_fd = -1;
+	NV_CHECK_GOTO(nv_ibv_open_device(idev, &h->ctx), st, err_free);
+	NV_CHECK_GOTO(nv_ibv_query_device(h->ctx, &h->attr), st, err_close);
+	nv_hca_pci_path(idev, h->pci_path, sizeof(h->pci_path));
+	*out = h;
+	return NV_OK;
+err_close:
+	nv_ibv_close_device(h->ctx);
+err_free:
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+	return st;
+}
+
+/* Second half of HCA bring-up, only for HCAs with at least one kept port. */
+static nv_status_t nv_hca_start(struct nv_hca *h)
+{
+	nv_status_t st;
+
+	h->relaxed_ordering = nv_relaxed_ordering_allowed(h->name);
+	NV_CHECK_GOTO(nv_gdr_detect(h), st, err);
+	NV_CHECK_GOTO(nv_mr_hca_init(h), st, err);
+	NV_CHECK_GOTO(nv_event_start(h), st, err_mr);
+	return NV_OK;
+err_mr:
+	nv_mr_hca_fini(h);
+err:
+	return st;
+}
+
+static void nv_hca_close(struct nv_hca *h)
+{
+	if (!h)
+		return;
+	nv_event_stop(h);
+	nv_mr_hca_fini(h);
+	if (h->pd_refs)
+		NV_WARN("%s: %d PD reference(s) still held at teardown (a comm was not closed)",
+			h->name, h->pd_refs);
+	if (h->pd && nv_ibv_dealloc_pd(h->pd) == NV_OK)
+		h->pd = NULL;
+	if (h->ctx)
+		nv_ibv_close_device(h->ctx);
+	h->ctx = NULL;
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+/* Snapshot the port's GID table and run the selection rule. */
+static nv_status_t nv_dev_gid_compute(struct nv_dev *d, struct nv_gid_info *out)
+{
+	struct nv_gid_policy pol;
+	struct nv_gid_entry *tbl;
+	int n = d->gid_tbl_len > 0 ? d->gid_tbl_len : 1;
+	bool legacy = false;
+	nv_status_t st;
+
+	st = nv_gid_policy_from_params(&pol);
+	if (st != NV_OK)
+		return st;
+	if (d->link_layer == IBV_LINK_LAYER_INFINIBAND) {
+		pol.forced_index = 0; /* IB: GID 0 (subnet prefix + port GUID); LID routing */
+		n = 1;
+	}
+	tbl = calloc((size_t)n, sizeof(*tbl));
+	if (!tbl) {
+		NV_WARN("%s: out of memory reading %d GIDs", d->name, n);
+		return NV_ERR_SYSTEM;
+	}
+	for (int i = 0; i < n; i++) {
+		struct ibv_gid_entry e;
+		int err = legacy ? EOPNOTSUPP : nv_ibv_query_gid_ex_probe(d->hca->ctx, d->port, i, &e);
+
+		tbl[i].type = -1;
+		if (err == 0) {
+			memcpy(tbl[i].gid.raw, e.gid.raw, 16);
+			tbl[i].type = (int)e.gid_type;
+			tbl[i].readable = true;
+		} else if (err == EOPNOTSUPP || err == ENOSYS) {
+			legacy = true; /* no gid_ex: plain GIDs, RoCE version unknown */
+			tbl[i].readable = nv_ibv_query_gid_probe(d->hca->ctx, d->port, i,
+								 &tbl[i].gid) == 0;
+		}
+	}
+	nv_gid_select(tbl, n, &pol, out);
+	free(tbl);
+	return NV_OK;
+}
+
+nv_status_t nv_dev_gid(struct nv_dev *d, struct nv_gid_info *out)
+{
+	nv_status_t st = NV_OK;
+
+	pthread_mutex_lock(&d->gid_lock);
+	if (atomic_exchange(&d->gid_stale, 0)) {
+		st = nv_dev_gid_compute(d, &d->gid);
+		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "%s:%d GID %s", d->name, d->port, d->gid.why);
+	}
+	*out = d->gid;
+	pthread_mutex_unlock(&d->gid_lock);
+	if (st == NV_OK && out->index < 0) {
+		NV_WARN("%s:%d has no usable GID: %s", d->name, d->port, out->why);
+		st = NV_ERR_USAGE;
+	}
+	return st;
+}
+
+static nv_status_t nv_dev_add(struct nv_hca *h, uint8_t port, const struct ibv_port_attr *pa,
+			      int16_t rail, int16_t plane)
+{
+	struct nv_dev *d;
+
+	if (nv_ndev >= NV_MAX_DEVS) {
+		NV_WARN("more than %d ports found; ignoring %s:%d (use NCCL_IB_HCA)", NV_MAX_DEVS,
+			h->name, port);
+		return NV_OK;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		NV_WARN("out of memory adding %s:%d", h->name, port);
+		return NV_ERR_SYSTEM;
+	}
+	d->hca = h;
+	d->port = port;
+	d->link_layer = pa->link_layer == IBV_LINK_LAYER_ETHERNET ? IBV_LINK_LAYER_ETHERNET
+								  : IBV_LINK_LAYER_INFINIBAND;
+	d->lid = pa->lid;
+	d->sm_sl = pa->sm_sl;
+	d->active_mtu = pa->active_mtu;
+	d->grh_required = (pa->flags & IBV_QPF_GRH_REQUIRED) != 0;
+	d->active_speed = pa->active_speed;
+	d->active_width = pa->active_width;
+	d->speed_mbps = nv_port_speed_mbps(d->active_speed, d->active_width);
+	d->gid_tbl_len = pa->gid_tbl_len;
+	d->guid = h->attr.sys_image_guid;
+	d->rail = rail;
+	d->plane = plane;
+	pthread_mutex_init(&d->gid_lock, NULL);
+	atomic_store(&d->gid_stale, 1);
+	nv_devs[nv_ndev++] = d;
+	return NV_OK;
+}
+
+/* Keeps each ACTIVE IB/Ethernet port of one device that passes the filter. */
+static nv_status_t nv_scan_hca(struct ibv_device *idev, const struct nv_hca_filter *f)
+{
+	struct nv_hca *h = NULL;
+	int kept = 0;
+	nv_status_t st;
+
+	if (nv_hca_open(idev, &h) != NV_OK)
+		return NV_OK; /* logged; other devices may still work */
+	for (int p = 1; p <= h->attr.phys_port_cnt; p++) {
+		struct ibv_port_attr pa;
+		int16_t rail, plane;
+
+		if (nv_ibv_query_port(h->ctx, (uint8_t)p, &pa) != NV_OK)
+			continue;
+		if (pa.state != IBV_PORT_ACTIVE) {
+			NV_INFO(NV_SUB_INIT | NV_SUB_NET, "%s:%d skipped: port %s", h->name, p,
+				nv_ibv_port_state_str(pa.state));
+			continue;
+		}
+		if (pa.link_layer != IBV_LINK_LAYER_INFINIBAND &&
+		    pa.link_layer != IBV_LINK_LAYER_ETHERNET &&
+		    pa.link_layer != IBV_LINK_LAYER_UNSPECIFIED)
+			continue;
+		if (!nv_hca_filter_match(f, h->name, p, &rail, &plane)) {
+			NV_INFO(NV_SUB_INIT | NV_SUB_NET, "%s:%d skipped by NCCL_IB_HCA", h->name, p);
+			continue;
+		}
+		NV_CHECK_GOTO(nv_dev_add(h, (uint8_t)p, &pa, rail, plane), st, err);
+		kept++;
+	}
+	if (!kept) {
+		nv_hca_close(h);
+		return NV_OK;
+	}
+	nv_hcas[nv_nhca++] = h;
+	return nv_hca_start(h);
+err:
+	nv_hca_close(h);
+	return st;
+}
+
+static int nv_dev_cmp(const void *a, const void *b)
+{
+	const struct nv_dev *x = *(struct nv_dev *const *)a, *y = *(struct nv_dev *const *)b;
+	int c = strcmp(x->hca->pci_path, y->hca->pci_path);
+
+	if (!c)
+		c = strcmp(x->hca->name, y->hca->name);
+	return c ? c : (int)x->port - (int)y->port;
+}
+
+/* Sort, name, index, GID, one virtual device each, one INFO line each. */
+static nv_status_t nv_devs_finish(void)
+{
+	qsort(nv_devs, (size_t)nv_ndev, sizeof(nv_devs[0]), nv_dev_cmp);
+	for (int i = 0; i < nv_ndev; i++) {
+		struct nv_dev *d = nv_devs[i];
+		struct nv_gid_info g;
+		int ports = 0;
+
+		for (int j = 0; j < nv_ndev; j++)
+			ports += nv_devs[j]->hca == d->hca;
+		d->index = i;
+		d->nccl_port = d->port;
+		for (int j = 0; j < i; j++) /* earlier functions on the same PCI node */
+			if (d->hca->pci_path[0] && nv_devs[j]->hca != d->hca &&
+			    nv_devs[j]->port == d->port &&
+			    !strcmp(nv_devs[j]->hca->pci_path, d->hca->pci_path))
+				d->nccl_port++;
+		if (ports > 1)
+			snprintf(d->name, sizeof(d->name), "%s.%d", d->hca->name, d->port);
+		else
+			snprintf(d->name, sizeof(d->name), "%s", d->hca->name);
+		nv_vdevs[i].ndevs = 1;
+		nv_vdevs[i].devs[0] = i;
+		snprintf(nv_vdevs[i].name, sizeof(nv_vdevs[i].name), "%s", d->name);
+		nv_dev_gid(d, &g); /* fills the cache; a port without GID fails at connect */
+		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "dev %d: %s port %d %s speed %d Mbps mtu %d lid %u "
+			"pci %s gdr: %s%s", i, d->hca->name, d->port,
+			d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB", d->speed_mbps,
+			128 << d->active_mtu, d->lid, d->hca->pci_path[0] ? d->hca->pci_path : "-",
+			d->hca->gdr.why, d->hca->relaxed_ordering ? " [RO]" : "");
+		if (d->speed_mbps <= 0)
+			NV_INFO(NV_SUB_INIT, "%s:%d reports unknown speed 0x%x width 0x%x", d->name,
+				d->port, d->active_speed, d->active_width);
+	}
+	atomic_store_explicit(&nv_nvdev, nv_ndev, memory_order_release);
+	return NV_OK;
+}
+
+static void nv_devices_free(void)
+{
+	for (int i = 0; i < nv_ndev; i++) {
+		pthread_mutex_destroy(&nv_devs[i]->gid_lock);
+		free(nv_devs[i]);
+		nv_devs[i] = NULL;
+	}
+	nv_ndev = 0;
+	for (int i = 0; i < nv_nhca; i++) {
+		nv_hca_close(nv_hcas[i]);
+		nv_hcas[i] = NULL;
+	}
+	nv_nhca = 0;
+	atomic_store(&nv_nvdev, 0);
+	free(nv_vdevs);
+	nv_vdevs = NULL;
+}
+
+static nv_status_t nv_discover(void)
+{
+	struct ibv_device **list = NULL;
+	struct nv_hca_filter filter;
+	int n = 0;
+	nv_status_t st;
+
+	if (nv_hca_filter_parse(nv_param_str(NV_PARAM_IB_HCA), &filter) != NV_OK) {
+		NV_WARN("NCCL_IB_HCA='%s' is malformed", nv_param_str(NV_PARAM_IB_HCA));
+		return NV_ERR_USAGE;
+	}
+	nv_vdevs = calloc(NV_MAX_VDEVS, sizeof(*nv_vdevs));
+	if (!nv_vdevs) {
+		NV_WARN("out of memory allocating the device table");
+		return NV_ERR_SYSTEM;
+	}
+	NV_CHECK_GOTO(nv_ibv_get_device_list(&list, &n), st, err);
+	for (int i = 0; i < n && list[i]; i++)
+		NV_CHECK_GOTO(nv_scan_hca(list[i], &filter), st, err);
+	nv_ibv_free_device_list(list);
+	list = NULL;
+	if (nv_ndev == 0) {
+		NV_WARN("no usable RDMA port: %d device(s) found, none with an ACTIVE InfiniBand or "
+			"Ethernet port%s%s", n, nv_param_str(NV_PARAM_IB_HCA) ? " matching NCCL_IB_HCA="
+			: "", nv_param_str(NV_PARAM_IB_HCA) ? nv_param_str(NV_PARAM_IB_HCA) : "");
+		st = NV_ERR_SYSTEM;
+		goto err;
+	}
+	return nv_devs_finish();
+err:
+	nv_ibv_free_device_list(list);
+	nv_devices_free();
+	return st;
+}
+
+nv_status_t nv_devices_init(void)
+{
+	nv_status_t st = NV_OK;
+
+	pthread_mutex_lock(&nv_dev_lock);
+	if (nv_refs == 0)
+		st = nv_discover();
+	if (st == NV_OK)
+		nv_refs++;
+	pthread_mutex_unlock(&nv_dev_lock);
+	return st;
+}
+
+void nv_devices_fini(void)
+{
+	pthread_mutex_lock(&nv_dev_lock);
+	if (nv_refs > 0 && --nv_refs == 0)
+		nv_devices_free();
+	pthread_mutex_unlock(&nv_dev_lock);
+}
+
+nv_status_t nv_hca_pd_get(struct nv_hca *hca, struct ibv_pd **pd)
+{
+	nv_status_t st = NV_OK;
+
+	pthread_mutex_lock(&hca->lock);
+	if (!hca->pd)
+		st = nv_ibv_alloc_pd(hca->ctx, &hca->pd);
+	if (st == NV_OK) {
+		hca->pd_refs++;
+		*pd = hca->pd;
+	}
+	pthread_mutex_unlock(&hca->lock);
+	return st;
+}
+
+void nv_hca_pd_put(struct nv_hca *hca)
+{
+	pthread_mutex_lock(&hca->lock);
+	if (hca->pd_refs > 0 && --hca->pd_refs == 0 && hca->pd) {
+		if (nv_ibv_dealloc_pd(hca->pd) == NV_OK)
+			hca->pd = NULL;
+	}
+	pthread_mutex_unlock(&hca->lock);
+}
+
+/* ---- properties and virtual NICs ------------------------------------------ */
+
+/* Plane of a vNIC as NCCL's built-in IB reports it: the member's plane for one
+ * device; for several, bit 14 ("virtual") | 1 << index of each distinct plane
+ * (index 0 stands for -1). */
+static int16_t nv_vdev_plane(const struct nv_vdev *v)
+{
+	int16_t seen[NV_MAX_DEVS_PER_VDEV + 1];
+	int nseen = 1, mask = 0x4000;
+
+	if (v->ndevs == 1)
+		return nv_devs[v->devs[0]]->plane;
+	seen[0] = -1;
+	for (int i = 0; i < v->ndevs; i++) {
+		int16_t p = nv_devs[v->devs[i]]->plane;
+		int k = 0;
+
+		while (k < nseen && seen[k] != p)
+			k++;
+		if (k == nseen)
+			seen[nseen++] = p;
+		mask |= 1 << k;
+	}
+	return (int16_t)mask;
+}
+
+static int16_t nv_vdev_rail(const struct nv_vdev *v)
+{
+	int16_t r = nv_devs[v->devs[0]]->rail;
+
+	for (int i = 1; i < v->ndevs; i++)
+		if (nv_devs[v->devs[i]]->rail != r)
+			return -1;
+	return r;
+}
+
+nv_status_t nv_vdev_properties(int vdev, ncclNetProperties_v12_t *p)
+{
+	const struct nv_vdev *v = nv_vdev_get(vdev);
+	const struct nv_dev *d0;
+
+	if (!v) {
+		NV_WARN("getProperties: device %d does not exist (%d devices)", vdev,
+			nv_vdev_count());
+		return NV_ERR_INTERNAL;
+	}
+	d0 = nv_devs[v->devs[0]];
+	memset(p, 0, sizeof(*p));
+	p->name = (char *)v->name;
+	p->pciPath = d0->hca->pci_path[0] ? (char *)d0->hca->pci_path : NULL;
+	p->guid = d0->guid;
+	p->ptrSupport = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
+	p->maxComms = INT32_MAX;
+	for (int i = 0; i < v->ndevs; i++) {
+		const struct nv_dev *d = nv_devs[v->devs[i]];
+
+		p->ptrSupport &= d->hca->gdr.ptr_support | NCCL_PTR_HOST;
+		p->speed += d->speed_mbps > 0 ? d->speed_mbps : 10000; /* NCCL's own fallback */
+		if (d->hca->attr.max_qp < p->maxComms)
+			p->maxComms = d->hca->attr.max_qp;
+		p->vProps.devs[i] = v->devs[i];
+	}
+	p->vProps.ndevs = v->ndevs;
+	p->regIsGlobal = 1;
+	p->forceFlush = 0;
+	p->port = d0->nccl_port;
+	p->latency = (float)nv_param_int(NV_PARAM_VERBS_LATENCY_US);
+	p->maxRecvs = NV_MAX_RECVS;
+	p->netDeviceType = NCCL_NET_DEVICE_HOST;
+	p->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+	p->maxP2pBytes = NCCL_MAX_NET_SIZE_BYTES;
+	p->maxCollBytes = MAX_COLLNET_SIZE;
+	p->maxMultiRequestSize = 1;
+	p->railId = nv_vdev_rail(v);
+	p->planeId = nv_vdev_plane(v);
+	return NV_OK;
+}
+
+static nv_status_t nv_vdev_check(const int *devs, int ndevs, int max_devs)
+{
+	if (ndevs < 1 || ndevs > max_devs) {
+		NV_WARN("makeVDevice: %d devices requested, this ABI version allows 1..%d", ndevs,
+			max_devs);
+		return NV_ERR_INVALID;
+	}
+	if (ndevs > 1 && nv_param_int(NV_PARAM_IB_MERGE_NICS) == 0) {
+		NV_WARN("makeVDevice: NIC fusion disabled by NCCL_IB_MERGE_NICS=0");
+		return NV_ERR_USAGE;
+	}
+	for (int i = 0; i < ndevs; i++) {
+		if (devs[i] < 0 || devs[i] >= nv_ndev) {
+			NV_WARN("makeVDevice: device %d is not a physical device (0..%d)", devs[i],
+				nv_ndev - 1);
+			return NV_ERR_INVALID;
+		}
+		for (int j = 0; j < i; j++)
+			if (devs[j] == devs[i]) {
+				NV_WARN("makeVDevice: device %d listed twice", devs[i]);
+				return NV_ERR_INVALID;
+			}
+		if (nv_devs[devs[i]]->link_layer != nv_devs[devs[0]]->link_layer) {
+			NV_WARN("makeVDevice: cannot merge %s (%s) with %s (%s): link layers differ",
+				nv_devs[devs[0]]->name,
+				nv_devs[devs[0]]->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE"
+											: "IB",
+				nv_devs[devs[i]]->name,
+				nv_devs[devs[i]]->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE"
+											: "IB");
+			return NV_ERR_INVALID;
+		}
+	}
+	return NV_OK;
+}
+
+nv_status_t nv_vdev_make(const int *devs, int ndevs, int max_devs, int *vdev)
+{
+	struct nv_vdev *v;
+	nv_status_t st;
+	int n;
+
+	pthread_mutex_lock(&nv_dev_lock);
+	st = nv_vdev_check(devs, ndevs, max_devs);
+	n = atomic_load(&nv_nvdev);
+	if (st == NV_OK && n >= NV_MAX_VDEVS) {
+		NV_WARN("makeVDevice: table full (%d virtual devices)", NV_MAX_VDEVS);
+		st = NV_ERR_INTERNAL;
+	}
+	if (st == NV_OK) {
+		v = &nv_vdevs[n];
+		memset(v, 0, sizeof(*v));
+		v->ndevs = ndevs;
+		for (int i = 0; i < ndevs; i++) {
+			size_t used = strlen(v->name);
+
+			v->devs[i] = devs[i];
+			snprintf(v->name + used, sizeof(v->name) - used, "%s%s", i ? "+" : "",
+				 nv_devs[devs[i]]->name);
+		}
+		atomic_store_explicit(&nv_nvdev, n + 1, memory_order_release);
+		*vdev = n;
+		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "virtual device %d = %s", n, v->name);
+	}
+	pthread_mutex_unlock(&nv_dev_lock);
+	return st;
+}

@@ -1,0 +1,190 @@
+/*
+ * event.c - per-HCA async event thread (contract in event.h and device.h).
+ * The thread sleeps in poll() on the context's async fd (made non-blocking)
+ * and on a pipe used only to stop it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "event.h"
+#include "ibv.h"
+#include "param.h"
+
+void nv_async_sink_record(struct nv_async_sink *sink, int event_type, const char *what)
+{
+	static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+
+	pthread_mutex_lock(&rec_lock);
+	if (atomic_load(&sink->fatal) == 0) {
+		snprintf(sink->what, sizeof(sink->what), "%s", what);
+		atomic_store_explicit(&sink->fatal, event_type + 1, memory_order_release);
+	}
+	pthread_mutex_unlock(&rec_lock);
+}
+
+static bool nv_event_fatal(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_DEVICE_FATAL:
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_CQ_ERR:
+	case IBV_EVENT_SRQ_ERR:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void nv_event_mark_gids(struct nv_hca *h, int port)
+{
+	for (int i = 0; i < nv_dev_count(); i++) {
+		struct nv_dev *d = nv_dev_get(i);
+
+		if (d && d->hca == h && (port <= 0 || d->port == port))
+			atomic_store(&d->gid_stale, 1);
+	}
+}
+
+static void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
+{
+	enum ibv_event_type t = ev->event_type;
+	struct nv_async_sink *sink = NULL;
+	char what[NV_WHY_MAX];
+
+	switch (t) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		sink = ev->element.qp ? ev->element.qp->qp_context : NULL;
+		snprintf(what, sizeof(what), "async event %s on %s qpn 0x%x", nv_ibv_event_str(t),
+			 h->name, ev->element.qp ? ev->element.qp->qp_num : 0);
+		break;
+	case IBV_EVENT_CQ_ERR:
+		sink = ev->element.cq ? ev->element.cq->cq_context : NULL;
+		snprintf(what, sizeof(what), "async event %s on %s (CQ overrun or protection error)",
+			 nv_ibv_event_str(t), h->name);
+		break;
+	case IBV_EVENT_DEVICE_FATAL:
+		sink = &h->sink;
+		snprintf(what, sizeof(what), "async event %s on %s: the HCA must be reset",
+			 nv_ibv_event_str(t), h->name);
+		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		snprintf(what, sizeof(what), "async event %s on %s", nv_ibv_event_str(t), h->name);
+		break;
+	default:
+		snprintf(what, sizeof(what), "async event %s on %s:%d", nv_ibv_event_str(t), h->name,
+			 ev->element.port_num);
+		break;
+	}
+	if (t == IBV_EVENT_GID_CHANGE)
+		nv_event_mark_gids(h, ev->element.port_num);
+	if (nv_event_fatal(t)) {
+		NV_WARN("%s%s", what, sink ? "; failing the comm that owns it" : "");
+		if (sink && nv_param_int(NV_PARAM_IB_RETURN_ASYNC_EVENTS))
+			nv_async_sink_record(sink, (int)t, what);
+	} else if (t == IBV_EVENT_PORT_ERR || t == IBV_EVENT_GID_CHANGE) {
+		NV_WARN("%s", what);
+	} else {
+		NV_INFO(NV_SUB_NET, "%s", what);
+	}
+}
+
+static void *nv_event_main(void *arg)
+{
+	struct nv_hca *h = arg;
+	struct pollfd fds[2] = {
+		{ .fd = h->ctx->async_fd, .events = POLLIN },
+		{ .fd = h->event_wake_fd, .events = POLLIN },
+	};
+
+	for (;;) {
+		struct ibv_async_event ev;
+		int err;
+
+		if (poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			NV_WARN("%s: async event thread: poll failed: %s; fatal events will not be "
+				"reported", h->name, strerror(errno));
+			break;
+		}
+		if (fds[1].revents)
+			break;
+		if (fds[0].revents & (POLLERR | POLLNVAL)) {
+			NV_WARN("%s: async event fd failed; fatal events will not be reported",
+				h->name);
+			break;
+		}
+		err = nv_ibv_get_async_event(h->ctx, &ev);
+		if (err == EAGAIN || err == EINTR)
+			continue;
+		if (err) {
+			NV_INFO(NV_SUB_NET, "%s: ibv_get_async_event: %s", h->name, strerror(err));
+			continue;
+		}
+		nv_event_handle(h, &ev);
+		nv_ibv_ack_async_event(&ev);
+	}
+	return NULL;
+}
+
+nv_status_t nv_event_start(struct nv_hca *h)
+{
+	int fds[2], flags, err;
+
+	flags = fcntl(h->ctx->async_fd, F_GETFL);
+	if (h->ctx->async_fd < 0 || flags < 0 ||
+	    fcntl(h->ctx->async_fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+		NV_INFO(NV_SUB_INIT, "%s: async fd %d cannot be polled; no async event thread",
+			h->name, h->ctx->async_fd);
+		return NV_OK;
+	}
+	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+		NV_WARN("%s: pipe2 for the async event thread failed: %s", h->name, strerror(errno));
+		return NV_ERR_SYSTEM;
+	}
+	h->event_wake_fd = fds[0];
+	h->event_stop_fd = fds[1];
+	err = pthread_create(&h->event_thread, NULL, nv_event_main, h);
+	if (err) {
+		NV_WARN("%s: cannot start the async event thread: %s", h->name, strerror(err));
+		close(fds[0]);
+		close(fds[1]);
+		h->event_wake_fd = h->event_stop_fd = -1;
+		return NV_ERR_SYSTEM;
+	}
+	h->event_thread_running = true;
+	return NV_OK;
+}
+
+void nv_event_stop(struct nv_hca *h)
+{
+	if (h->event_thread_running) {
+		if (write(h->event_stop_fd, "x", 1) != 1)
+			NV_WARN("%s: cannot wake the async event thread: %s", h->name,
+				strerror(errno));
+		else
+			pthread_join(h->event_thread, NULL);
+		h->event_thread_running = false;
+	}
+	if (h->event_wake_fd >= 0)
+		close(h->event_wake_fd);
+	if (h->event_stop_fd >= 0)
+		close(h->event_stop_fd);
+	h->event_wake_fd = h->event_stop_fd = -1;
+}

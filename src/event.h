@@ -1,0 +1,18 @@
+/*
+ * event.h - the per-HCA asynchronous event thread (event.c).
+ * Started once per opened HCA at discovery, stopped at the last fini. It
+ * records fatal events into the struct nv_async_sink named by the QP/CQ
+ * context (or the HCA's own sink for device-wide events), marks GID caches
+ * stale on GID_CHANGE, and logs everything else.
+ */
+#ifndef NV_EVENT_H
+#define NV_EVENT_H
+
+#include "device.h"
+
+nv_status_t nv_event_start(struct nv_hca *hca); /* no-op (INFO) when the fd cannot be polled */
+void nv_event_stop(struct nv_hca *hca);         /* idempotent */
+/* Records `what` into sink unless it already holds an earlier fatal event. */
+void nv_async_sink_record(struct nv_async_sink *sink, int event_type, const char *what);
+
+#endif /* NV_EVENT_H */

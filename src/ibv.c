@@ -1,0 +1,525 @@
+/*
+ * ibv.c - the verbs seam (see ibv.h). Each wrapper logs once on failure with
+ * the verb, the device (port / QPN when known) and the errno text from the
+ * right source: int verbs return it (some older ones return -1 and set errno),
+ * pointer verbs return NULL and set errno.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ibv.h"
+#include "mr.h"
+
+/* Error code of an int verb: positive return value, else errno, else EIO. */
+static int nv_int_err(int ret)
+{
+	if (ret > 0)
+		return ret;
+	return errno > 0 ? errno : EIO;
+}
+
+/* Error code of a pointer verb that returned NULL. */
+static int nv_ptr_err(void)
+{
+	return errno > 0 ? errno : EIO;
+}
+
+static const char *nv_ctx_name(struct ibv_context *ctx)
+{
+	return ctx && ctx->device ? nv_ibv_device_name(ctx->device) : "?";
+}
+
+static nv_status_t nv_fail(const char *verb, struct ibv_context *ctx, int port, int err,
+			   const char *extra)
+{
+	if (port > 0)
+		NV_WARN("%s failed on %s:%d: %s (errno %d)%s", verb, nv_ctx_name(ctx), port,
+			strerror(err), err, extra ? extra : "");
+	else
+		NV_WARN("%s failed on %s: %s (errno %d)%s", verb, nv_ctx_name(ctx), strerror(err),
+			err, extra ? extra : "");
+	errno = err;
+	return NV_ERR_SYSTEM;
+}
+
+static nv_status_t nv_qp_fail(const char *verb, struct ibv_qp *qp, int err, const char *extra)
+{
+	NV_WARN("%s failed on %s qpn 0x%x: %s (errno %d)%s", verb, nv_ctx_name(qp->context),
+		qp->qp_num, strerror(err), err, extra ? extra : "");
+	errno = err;
+	return NV_ERR_SYSTEM;
+}
+
+nv_status_t nv_ibv_get_device_list(struct ibv_device ***list, int *n)
+{
+	int num = 0;
+	struct ibv_device **l;
+
+	errno = 0;
+	l = ibv_get_device_list(&num);
+	if (!l) {
+		int err = nv_ptr_err();
+
+		NV_WARN("ibv_get_device_list failed: %s (errno %d)%s", strerror(err), err,
+			err == ENOSYS ? " - is the kernel's ib_uverbs module loaded?" : "");
+		errno = err;
+		return NV_ERR_SYSTEM;
+	}
+	*list = l;
+	*n = num;
+	return NV_OK;
+}
+
+void nv_ibv_free_device_list(struct ibv_device **list)
+{
+	if (list)
+		ibv_free_device_list(list);
+}
+
+const char *nv_ibv_device_name(struct ibv_device *dev)
+{
+	const char *n = dev ? ibv_get_device_name(dev) : NULL;
+
+	return n ? n : "?";
+}
+
+nv_status_t nv_ibv_open_device(struct ibv_device *dev, struct ibv_context **ctx)
+{
+	struct ibv_context *c;
+
+	errno = 0;
+	c = ibv_open_device(dev);
+	if (!c) {
+		int err = nv_ptr_err();
+
+		NV_WARN("ibv_open_device failed on %s: %s (errno %d)", nv_ibv_device_name(dev),
+			strerror(err), err);
+		errno = err;
+		return NV_ERR_SYSTEM;
+	}
+	*ctx = c;
+	return NV_OK;
+}
+
+nv_status_t nv_ibv_close_device(struct ibv_context *ctx)
+{
+	const char *name = nv_ctx_name(ctx);
+	char namebuf[64];
+	int ret;
+
+	snprintf(namebuf, sizeof(namebuf), "%s", name);
+	errno = 0;
+	ret = ibv_close_device(ctx);
+	if (ret) {
+		int err = nv_int_err(ret);
+
+		NV_WARN("ibv_close_device failed on %s: %s (errno %d)", namebuf, strerror(err), err);
+		errno = err;
+		return NV_ERR_SYSTEM;
+	}
+	return NV_OK;
+}
+
+nv_status_t nv_ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
+{
+	int ret;
+
+	errno = 0;
+	ret = ibv_query_device(ctx, attr);
+	return ret ? nv_fail("ibv_query_device", ctx, 0, nv_int_err(ret), NULL) : NV_OK;
+}
+
+nv_status_t nv_ibv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr)
+{
+	int ret;
+
+	errno = 0;
+	ret = ibv_query_port(ctx, port, attr);
+	return ret ? nv_fail("ibv_query_port", ctx, port, nv_int_err(ret), NULL) : NV_OK;
+}
+
+nv_status_t nv_ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
+{
+	char extra[48];
+	int ret;
+
+	errno = 0;
+	ret = ibv_query_gid(ctx, port, index, gid);
+	if (!ret)
+		return NV_OK;
+	snprintf(extra, sizeof(extra), " (GID index %d)", index);
+	return nv_fail("ibv_query_gid", ctx, port, nv_int_err(ret), extra);
+}
+
+int nv_ibv_query_gid_ex_probe(struct ibv_context *ctx, uint8_t port, int index,
+			      struct ibv_gid_entry *entry)
+{
+#if HAVE_DECL_IBV_QUERY_GID_EX
+	int ret;
+
+	errno = 0;
+	ret = ibv_query_gid_ex(ctx, port, index, entry, 0);
+	if (!ret)
+		return 0;
+	ret = nv_int_err(ret);
+	NV_TRACE(NV_SUB_INIT, "ibv_query_gid_ex %s:%d index %d: %s", nv_ctx_name(ctx), port, index,
+		 strerror(ret));
+	return ret;
+#else
+	(void)ctx;
+	(void)port;
+	(void)index;
+	(void)entry;
+	return EOPNOTSUPP;
+#endif
+}
+
+int nv_ibv_query_gid_probe(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
+{
+	int ret;
+
+	errno = 0;
+	ret = ibv_query_gid(ctx, port, index, gid);
+	return ret ? nv_int_err(ret) : 0;
+}
+
+nv_status_t nv_ibv_query_pkey(struct ibv_context *ctx, uint8_t port, int index, uint16_t *pkey)
+{
+	char extra[48];
+	int ret;
+
+	errno = 0;
+	ret = ibv_query_pkey(ctx, port, index, pkey);
+	if (!ret)
+		return NV_OK;
+	snprintf(extra, sizeof(extra), " (P_Key index %d, NCCL_IB_PKEY)", index);
+	return nv_fail("ibv_query_pkey", ctx, port, nv_int_err(ret), extra);
+}
+
+nv_status_t nv_ibv_alloc_pd(struct ibv_context *ctx, struct ibv_pd **pd)
+{
+	struct ibv_pd *p;
+
+	errno = 0;
+	p = ibv_alloc_pd(ctx);
+	if (!p)
+		return nv_fail("ibv_alloc_pd", ctx, 0, nv_ptr_err(), NULL);
+	*pd = p;
+	return NV_OK;
+}
+
+nv_status_t nv_ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	int ret;
+
+	errno = 0;
+	ret = ibv_dealloc_pd(pd);
+	return ret ? nv_fail("ibv_dealloc_pd", pd->context, 0, nv_int_err(ret), NULL) : NV_OK;
+}
+
+static nv_status_t nv_reg_fail(const char *verb, struct ibv_pd *pd, void *addr, size_t len,
+			       const char *what, int err)
+{
+	char extra[256], lim[32];
+
+	if (err == ENOMEM || err == EAGAIN)
+		snprintf(extra, sizeof(extra),
+			 " registering %s %p+%zu; RLIMIT_MEMLOCK is %s - raise it (ulimit -l "
+			 "unlimited, or the container's memlock limit)",
+			 what, addr, len, nv_memlock_str(lim, sizeof(lim)));
+	else if (err == EFAULT || err == EINVAL)
+		snprintf(extra, sizeof(extra), " registering %s %p+%zu%s", what, addr, len,
+			 strstr(what, "GPU") ? " - is a GPUDirect peer-memory module loaded?" : "");
+	else
+		snprintf(extra, sizeof(extra), " registering %s %p+%zu", what, addr, len);
+	return nv_fail(verb, pd->context, 0, err, extra);
+}
+
+nv_status_t nv_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access,
+			  const char *what, struct ibv_mr **mr)
+{
+	struct ibv_mr *m;
+
+	errno = 0;
+	m = ibv_reg_mr(pd, addr, len, access);
+	if (!m)
+		return nv_reg_fail("ibv_reg_mr", pd, addr, len, what, nv_ptr_err());
+	*mr = m;
+	return NV_OK;
+}
+
+bool nv_ibv_have_iova2(void)
+{
+#if HAVE_DECL_IBV_REG_MR_IOVA2 && HAVE_DECL_IBV_ACCESS_RELAXED_ORDERING
+	return true;
+#else
+	return false;
+#endif
+}
+
+nv_status_t nv_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+				int access, const char *what, struct ibv_mr **mr)
+{
+#if HAVE_DECL_IBV_REG_MR_IOVA2
+	struct ibv_mr *m;
+
+	errno = 0;
+	m = ibv_reg_mr_iova2(pd, addr, len, iova, (unsigned int)access);
+	if (!m)
+		return nv_reg_fail("ibv_reg_mr_iova2", pd, addr, len, what, nv_ptr_err());
+	*mr = m;
+	return NV_OK;
+#else
+	(void)iova;
+	return nv_ibv_reg_mr(pd, addr, len, access, what, mr);
+#endif
+}
+
+nv_status_t nv_ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t len, uint64_t iova,
+				 int fd, int access, const char *what, struct ibv_mr **mr)
+{
+#if HAVE_DECL_IBV_REG_DMABUF_MR
+	struct ibv_mr *m;
+
+	errno = 0;
+	m = ibv_reg_dmabuf_mr(pd, offset, len, iova, fd, access);
+	if (!m)
+		return nv_reg_fail("ibv_reg_dmabuf_mr", pd, (void *)(uintptr_t)iova, len, what,
+				   nv_ptr_err());
+	*mr = m;
+	return NV_OK;
+#else
+	(void)offset;
+	(void)len;
+	(void)iova;
+	(void)fd;
+	(void)access;
+	(void)what;
+	(void)mr;
+	return nv_fail("ibv_reg_dmabuf_mr", pd->context, 0, EOPNOTSUPP,
+		       " (rdma-core too old at build time)");
+#endif
+}
+
+int nv_ibv_reg_dmabuf_mr_probe(struct ibv_pd *pd)
+{
+#if HAVE_DECL_IBV_REG_DMABUF_MR
+	struct ibv_mr *m;
+	int err;
+
+	errno = 0;
+	m = ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0);
+	if (m) { /* cannot happen with fd -1; be tidy anyway */
+		ibv_dereg_mr(m);
+		return 0;
+	}
+	err = nv_ptr_err();
+	NV_TRACE(NV_SUB_INIT, "ibv_reg_dmabuf_mr probe on %s: %s", nv_ctx_name(pd->context),
+		 strerror(err));
+	return err;
+#else
+	(void)pd;
+	return EOPNOTSUPP;
+#endif
+}
+
+nv_status_t nv_ibv_dereg_mr(struct ibv_mr *mr)
+{
+	struct ibv_context *ctx = mr->context;
+	int ret;
+
+	errno = 0;
+	ret = ibv_dereg_mr(mr);
+	return ret ? nv_fail("ibv_dereg_mr", ctx, 0, nv_int_err(ret), NULL) : NV_OK;
+}
+
+nv_status_t nv_ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context, struct ibv_cq **cq)
+{
+	char extra[48];
+	struct ibv_cq *c;
+
+	errno = 0;
+	c = ibv_create_cq(ctx, cqe, cq_context, NULL, 0);
+	if (!c) {
+		snprintf(extra, sizeof(extra), " (%d entries)", cqe);
+		return nv_fail("ibv_create_cq", ctx, 0, nv_ptr_err(), extra);
+	}
+	*cq = c;
+	return NV_OK;
+}
+
+nv_status_t nv_ibv_destroy_cq(struct ibv_cq *cq)
+{
+	struct ibv_context *ctx = cq->context;
+	int ret;
+
+	errno = 0;
+	ret = ibv_destroy_cq(cq);
+	return ret ? nv_fail("ibv_destroy_cq", ctx, 0, nv_int_err(ret), NULL) : NV_OK;
+}
+
+nv_status_t nv_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init, struct ibv_qp **qp)
+{
+	char extra[128];
+	struct ibv_qp *q;
+
+	errno = 0;
+	q = ibv_create_qp(pd, init);
+	if (!q) {
+		snprintf(extra, sizeof(extra), " (type %d, send_wr %u, recv_wr %u, inline %u)",
+			 (int)init->qp_type, init->cap.max_send_wr, init->cap.max_recv_wr,
+			 init->cap.max_inline_data);
+		return nv_fail("ibv_create_qp", pd->context, 0, nv_ptr_err(), extra);
+	}
+	*qp = q;
+	return NV_OK;
+}
+
+nv_status_t nv_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	char extra[128];
+	int ret;
+
+	errno = 0;
+	ret = ibv_modify_qp(qp, attr, mask);
+	if (!ret)
+		return NV_OK;
+	snprintf(extra, sizeof(extra), " moving to %s (mask 0x%x)",
+		 (mask & IBV_QP_STATE) ? nv_ibv_qp_state_str(attr->qp_state) : "same state", mask);
+	return nv_qp_fail("ibv_modify_qp", qp, nv_int_err(ret), extra);
+}
+
+nv_status_t nv_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+			    struct ibv_qp_init_attr *init)
+{
+	int ret;
+
+	errno = 0;
+	ret = ibv_query_qp(qp, attr, mask, init);
+	return ret ? nv_qp_fail("ibv_query_qp", qp, nv_int_err(ret), NULL) : NV_OK;
+}
+
+nv_status_t nv_ibv_destroy_qp(struct ibv_qp *qp)
+{
+	int ret;
+
+	errno = 0;
+	ret = ibv_destroy_qp(qp);
+	return ret ? nv_qp_fail("ibv_destroy_qp", qp, nv_int_err(ret), NULL) : NV_OK;
+}
+
+int nv_ibv_query_ece(struct ibv_qp *qp, uint32_t *vendor_id, uint32_t *options, uint32_t *comp_mask)
+{
+#if HAVE_DECL_IBV_QUERY_ECE
+	struct ibv_ece ece;
+	int ret;
+
+	memset(&ece, 0, sizeof(ece));
+	errno = 0;
+	ret = ibv_query_ece(qp, &ece);
+	if (ret) {
+		ret = nv_int_err(ret);
+		if (ret != EOPNOTSUPP)
+			nv_qp_fail("ibv_query_ece", qp, ret, NULL);
+		return ret;
+	}
+	*vendor_id = ece.vendor_id;
+	*options = ece.options;
+	*comp_mask = ece.comp_mask;
+	return 0;
+#else
+	(void)qp;
+	(void)vendor_id;
+	(void)options;
+	(void)comp_mask;
+	return EOPNOTSUPP;
+#endif
+}
+
+int nv_ibv_set_ece(struct ibv_qp *qp, uint32_t vendor_id, uint32_t options, uint32_t comp_mask)
+{
+#if HAVE_DECL_IBV_SET_ECE
+	struct ibv_ece ece = { .vendor_id = vendor_id, .options = options, .comp_mask = comp_mask };
+	int ret;
+
+	errno = 0;
+	ret = ibv_set_ece(qp, &ece);
+	if (ret) {
+		ret = nv_int_err(ret);
+		if (ret != EOPNOTSUPP)
+			nv_qp_fail("ibv_set_ece", qp, ret, NULL);
+		return ret;
+	}
+	return 0;
+#else
+	(void)qp;
+	(void)vendor_id;
+	(void)options;
+	(void)comp_mask;
+	return EOPNOTSUPP;
+#endif
+}
+
+int nv_ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *ev)
+{
+	errno = 0;
+	if (ibv_get_async_event(ctx, ev) == 0)
+		return 0;
+	return nv_ptr_err();
+}
+
+void nv_ibv_ack_async_event(struct ibv_async_event *ev)
+{
+	ibv_ack_async_event(ev);
+}
+
+const char *nv_ibv_wc_status_str(enum ibv_wc_status st)
+{
+	return ibv_wc_status_str(st);
+}
+
+const char *nv_ibv_event_str(enum ibv_event_type ev)
+{
+	return ibv_event_type_str(ev);
+}
+
+const char *nv_ibv_port_state_str(enum ibv_port_state st)
+{
+	return ibv_port_state_str(st);
+}
+
+const char *nv_ibv_qp_state_str(enum ibv_qp_state st)
+{
+	static const char *const names[] = {
+		[IBV_QPS_RESET] = "RESET", [IBV_QPS_INIT] = "INIT", [IBV_QPS_RTR] = "RTR",
+		[IBV_QPS_RTS] = "RTS",     [IBV_QPS_SQD] = "SQD",   [IBV_QPS_SQE] = "SQE",
+		[IBV_QPS_ERR] = "ERR",
+	};
+
+	if ((unsigned)st < NV_ARRAY_SIZE(names) && names[st])
+		return names[st];
+	return "UNKNOWN";
+}
+
+char *nv_ibv_gid_str(const union ibv_gid *gid, char *buf, size_t len)
+{
+	if (!inet_ntop(AF_INET6, gid->raw, buf, (socklen_t)len))
+		snprintf(buf, len, "?");
+	return buf;
+}
+
+void nv_ibv_log_datapath_error(const char *verb, struct ibv_context *ctx, uint32_t qpn, int err)
+{
+	if (err > 0)
+		NV_WARN("%s failed on %s qpn 0x%x: %s (errno %d)%s", verb, nv_ctx_name(ctx), qpn,
+			strerror(err), err,
+			err == ENOMEM ? " - send/receive queue full (plugin bug: queue accounting)"
+				      : "");
+	else
+		NV_WARN("%s failed on %s: returned %d (CQ error or overrun)", verb, nv_ctx_name(ctx),
+			err);
+}

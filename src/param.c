@@ -1,0 +1,302 @@
+/*
+ * param.c - the one parameter table (see param.h for the contract).
+ * Defaults follow NCCL 2.30's net_ib where the knob is NCCL's (anchors.md 3.1);
+ * NCCL_VERBS_* knobs are ours.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "param.h"
+#include "device.h"
+
+static const char *nv_check_family(const char *v);
+static const char *nv_check_range(const char *v);
+static const char *nv_check_hca(const char *v);
+static const char *nv_check_nonempty(const char *v);
+
+#define INT_ROW(id_, env_, def_, min_, max_, help_) \
+	[id_] = { id_, env_, NV_PARAM_INT, def_, min_, max_, NULL, NULL, help_ }
+#define STR_ROW(id_, env_, def_, check_, help_) \
+	[id_] = { id_, env_, NV_PARAM_STR, 0, 0, 0, def_, check_, help_ }
+
+static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
+	INT_ROW(NV_PARAM_IB_DISABLE, "NCCL_IB_DISABLE", 0, 0, 1,
+		"1: do not use the plugin (init fails, NCCL falls back)"),
+	STR_ROW(NV_PARAM_IB_HCA, "NCCL_IB_HCA", NULL, nv_check_hca,
+		"HCA/port filter: [^][=]name[:port[:rail[:plane]]],... (prefix match unless =)"),
+	INT_ROW(NV_PARAM_IB_GID_INDEX, "NCCL_IB_GID_INDEX", -1, -1, 65535,
+		"RoCE GID index; -1: auto-select (family, range, RoCE version)"),
+	INT_ROW(NV_PARAM_IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", 2, 1, 2,
+		"RoCE version preferred by GID auto-selection"),
+	STR_ROW(NV_PARAM_IB_ADDR_FAMILY, "NCCL_IB_ADDR_FAMILY", "AF_INET", nv_check_family,
+		"address family preferred by GID auto-selection: AF_INET or AF_INET6"),
+	STR_ROW(NV_PARAM_IB_ADDR_RANGE, "NCCL_IB_ADDR_RANGE", NULL, nv_check_range,
+		"CIDR the auto-selected RoCE GID must lie in, e.g. 10.0.0.0/8 (unset: any)"),
+	INT_ROW(NV_PARAM_IB_TIMEOUT, "NCCL_IB_TIMEOUT", 20, 1, 31,
+		"QP local ACK timeout exponent: 4.096us * 2^t per try"),
+	INT_ROW(NV_PARAM_IB_RETRY_CNT, "NCCL_IB_RETRY_CNT", 7, 0, 7,
+		"QP transport retry count"),
+	INT_ROW(NV_PARAM_IB_SL, "NCCL_IB_SL", -1, -1, 15,
+		"InfiniBand service level; -1: communicator traffic class, else 0"),
+	INT_ROW(NV_PARAM_IB_TC, "NCCL_IB_TC", -1, -1, 255,
+		"traffic class (GRH); -1: communicator traffic class, else 0"),
+	INT_ROW(NV_PARAM_IB_FIFO_TC, "NCCL_IB_FIFO_TC", -1, -1, 255,
+		"traffic class of the clear-to-send FIFO QP traffic; -1: same as NCCL_IB_TC"),
+	INT_ROW(NV_PARAM_IB_PKEY, "NCCL_IB_PKEY", 0, 0, 65535,
+		"P_Key INDEX used by the QPs"),
+	INT_ROW(NV_PARAM_IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", 1, 1, 128,
+		"data QPs per connection and device"),
+	INT_ROW(NV_PARAM_IB_SPLIT_DATA_ON_QPS, "NCCL_IB_SPLIT_DATA_ON_QPS", 0, 0, 1,
+		"1: split each message over all QPs; 0: one QP per message, round robin"),
+	INT_ROW(NV_PARAM_IB_PCI_RELAXED_ORDERING, "NCCL_IB_PCI_RELAXED_ORDERING", 2, 0, 2,
+		"relaxed ordering on data MRs: 0 off, 1 on, 2 auto (when supported)"),
+	INT_ROW(NV_PARAM_IB_ECE_ENABLE, "NCCL_IB_ECE_ENABLE", 1, 0, 1,
+		"exchange Enhanced Connection Establishment options when supported"),
+	INT_ROW(NV_PARAM_IB_AR_THRESHOLD, "NCCL_IB_AR_THRESHOLD", 8192, 0, INT64_MAX,
+		"with adaptive routing, messages >= this many bytes use WRITE + 0-byte WRITE_IMM"),
+	INT_ROW(NV_PARAM_IB_ADAPTIVE_ROUTING, "NCCL_IB_ADAPTIVE_ROUTING", -2, -2, 1,
+		"adaptive routing mode: 1 on, 0 off, -2 auto (on for InfiniBand, off for RoCE)"),
+	INT_ROW(NV_PARAM_IB_USE_INLINE, "NCCL_IB_USE_INLINE", 0, 0, 1,
+		"1: send clear-to-send entries inline"),
+	INT_ROW(NV_PARAM_IB_MERGE_NICS, "NCCL_IB_MERGE_NICS", 1, 0, 1,
+		"0: refuse makeVDevice (NIC fusion)"),
+	INT_ROW(NV_PARAM_IB_RETURN_ASYNC_EVENTS, "NCCL_IB_RETURN_ASYNC_EVENTS", 1, 0, 1,
+		"1: fatal asynchronous events fail the affected comms at their next call"),
+	INT_ROW(NV_PARAM_GDR_FLUSH_DISABLE, "NCCL_GDR_FLUSH_DISABLE", 0, 0, 1,
+		"1: iflush does nothing (no RDMA READ after GPU receives)"),
+	STR_ROW(NV_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, nv_check_nonempty,
+		"interfaces for the out-of-band TCP handshake: [^][=]prefix,... (unset: auto)"),
+	STR_ROW(NV_PARAM_SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL, nv_check_family,
+		"address family of the handshake interface: AF_INET or AF_INET6 (unset: any)"),
+	INT_ROW(NV_PARAM_VERBS_CONNECT_TIMEOUT_MS, "NCCL_VERBS_CONNECT_TIMEOUT_MS", 30000, 100,
+		3600000, "ms a connect/accept may wait for a silent peer before failing"),
+	INT_ROW(NV_PARAM_VERBS_LATENCY_US, "NCCL_VERBS_LATENCY_US", 0, 0, 1000000,
+		"latency (us) reported to NCCL's tuner in the device properties"),
+	STR_ROW(NV_PARAM_VERBS_GDR_SYSFS_ROOT, "NCCL_VERBS_GDR_SYSFS_ROOT", "/", nv_check_nonempty,
+		"root under which GPUDirect peer-memory markers are looked up (testing)"),
+};
+
+struct nv_param_val {
+	bool set;
+	int64_t i;
+	char *s;
+};
+
+static pthread_mutex_t nv_param_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nv_param_val nv_vals[NV_PARAM_COUNT];
+static bool nv_loaded;
+
+static const char *nv_check_family(const char *v)
+{
+	if (!strcasecmp(v, "AF_INET") || !strcasecmp(v, "AF_INET6"))
+		return NULL;
+	return "expected AF_INET or AF_INET6";
+}
+
+static const char *nv_check_range(const char *v)
+{
+	struct nv_gid_policy pol;
+
+	return nv_gid_parse_range(v, &pol) == NV_OK ? NULL : "expected an address/prefix CIDR";
+}
+
+static const char *nv_check_hca(const char *v)
+{
+	struct nv_hca_filter f;
+
+	return nv_hca_filter_parse(v, &f) == NV_OK ? NULL
+						   : "expected [^][=]name[:port[:rail[:plane]]],...";
+}
+
+static const char *nv_check_nonempty(const char *v)
+{
+	return v[0] ? NULL : "empty value";
+}
+
+nv_status_t nv_param_parse_int(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (!*s)
+		return NV_ERR_USAGE;
+	errno = 0;
+	v = strtoll(s, &end, 0);
+	if (errno == ERANGE || end == s)
+		return NV_ERR_USAGE;
+	while (*end == ' ' || *end == '\t' || *end == '\n')
+		end++;
+	if (*end)
+		return NV_ERR_USAGE;
+	*out = v;
+	return NV_OK;
+}
+
+static void nv_vals_clear(struct nv_param_val *vals)
+{
+	for (int i = 0; i < NV_PARAM_COUNT; i++) {
+		free(vals[i].s);
+		vals[i] = (struct nv_param_val){ 0 };
+	}
+}
+
+static nv_status_t nv_param_read_one(const struct nv_param_def *d, const char *raw,
+				     struct nv_param_val *v)
+{
+	const char *why;
+
+	if (d->type == NV_PARAM_INT) {
+		if (nv_param_parse_int(raw, &v->i) != NV_OK) {
+			NV_WARN("%s='%s' is not an integer (expected %" PRId64 "..%" PRId64
+				", default %" PRId64 ")", d->env, raw, d->min, d->max, d->def);
+			return NV_ERR_USAGE;
+		}
+		if (v->i < d->min || v->i > d->max) {
+			NV_WARN("%s=%s is out of range %" PRId64 "..%" PRId64 " (default %" PRId64
+				"): %s", d->env, raw, d->min, d->max, d->def, d->help);
+			return NV_ERR_USAGE;
+		}
+	} else {
+		why = d->validate ? d->validate(raw) : NULL;
+		if (why) {
+			NV_WARN("%s='%s' is invalid: %s", d->env, raw, why);
+			return NV_ERR_USAGE;
+		}
+		v->s = strdup(raw);
+		if (!v->s) {
+			NV_WARN("out of memory reading %s", d->env);
+			return NV_ERR_SYSTEM;
+		}
+	}
+	v->set = true;
+	NV_INFO(NV_SUB_INIT | NV_SUB_ENV, "%s set by environment to %s", d->env, raw);
+	return NV_OK;
+}
+
+nv_status_t nv_param_load_from(nv_param_getenv_fn fn, void *arg)
+{
+	struct nv_param_val vals[NV_PARAM_COUNT] = { { 0 } };
+	nv_status_t st = NV_OK, first = NV_OK;
+
+	/* Read everything (reporting every bad knob), publish only if all are valid. */
+	for (int i = 0; i < NV_PARAM_COUNT; i++) {
+		const char *raw = fn(nv_params[i].env, arg);
+
+		if (!raw)
+			continue;
+		st = nv_param_read_one(&nv_params[i], raw, &vals[i]);
+		if (st != NV_OK && first == NV_OK)
+			first = st;
+	}
+	if (first != NV_OK) {
+		nv_vals_clear(vals);
+		return first;
+	}
+	pthread_mutex_lock(&nv_param_lock);
+	nv_vals_clear(nv_vals);
+	memcpy(nv_vals, vals, sizeof(vals));
+	nv_loaded = true;
+	pthread_mutex_unlock(&nv_param_lock);
+	return NV_OK;
+}
+
+static const char *nv_getenv(const char *name, void *arg)
+{
+	(void)arg;
+	return getenv(name);
+}
+
+nv_status_t nv_param_load(void)
+{
+	return nv_param_load_from(nv_getenv, NULL);
+}
+
+void nv_param_reset(void)
+{
+	pthread_mutex_lock(&nv_param_lock);
+	nv_vals_clear(nv_vals);
+	nv_loaded = false;
+	pthread_mutex_unlock(&nv_param_lock);
+}
+
+const struct nv_param_def *nv_param_def(enum nv_param_id id)
+{
+	if ((int)id < 0 || id >= NV_PARAM_COUNT)
+		return NULL;
+	return &nv_params[id];
+}
+
+const struct nv_param_def *nv_param_find(const char *env)
+{
+	for (int i = 0; i < NV_PARAM_COUNT; i++)
+		if (!strcmp(nv_params[i].env, env))
+			return &nv_params[i];
+	return NULL;
+}
+
+int64_t nv_param_int(enum nv_param_id id)
+{
+	const struct nv_param_def *d = nv_param_def(id);
+
+	if (!d || d->type != NV_PARAM_INT)
+		return 0;
+	return nv_vals[id].set ? nv_vals[id].i : d->def;
+}
+
+const char *nv_param_str(enum nv_param_id id)
+{
+	const struct nv_param_def *d = nv_param_def(id);
+
+	if (!d || d->type != NV_PARAM_STR)
+		return NULL;
+	return nv_vals[id].set ? nv_vals[id].s : d->def_str;
+}
+
+bool nv_param_is_set(enum nv_param_id id)
+{
+	return nv_param_def(id) && nv_vals[id].set;
+}
+
+static void nv_param_value_str(enum nv_param_id id, char *buf, size_t len)
+{
+	const char *s;
+
+	if (nv_params[id].type == NV_PARAM_INT) {
+		snprintf(buf, len, "%" PRId64, nv_param_int(id));
+		return;
+	}
+	s = nv_param_str(id);
+	snprintf(buf, len, "%s", s ? s : "(unset)");
+}
+
+void nv_param_dump(FILE *out)
+{
+	char val[256];
+
+	for (int i = 0; i < NV_PARAM_COUNT; i++) {
+		nv_param_value_str(i, val, sizeof(val));
+		fprintf(out, "  %-31s %-12s %-8s %s\n", nv_params[i].env, val,
+			nv_vals[i].set ? "(set)" : "(default)", nv_params[i].help);
+	}
+}
+
+void nv_param_log(void)
+{
+	char val[256];
+
+	for (int i = 0; i < NV_PARAM_COUNT; i++) {
+		nv_param_value_str(i, val, sizeof(val));
+		NV_INFO(NV_SUB_ENV, "param %s = %s%s", nv_params[i].env, val,
+			nv_vals[i].set ? " (set)" : "");
+	}
+}
