@@ -1,0 +1,454 @@
+/*
+ * nccl-net-bench-net.c - loading an ncclNet plugin and calling it through one
+ * interface whatever table version (v6 .. v12) it exports, with the
+ * conversions a caller of each version needs (nccl-net-api.md sections 1.1,
+ * 1.2, 2). Also the logger handed to the plugin.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tools/nccl-net-bench.h"
+
+#define T(v) ((const ncclNet_v##v##_t *)net->table)
+
+static char nb_last_warn[1024];
+static int nb_log_level = -1;
+
+const char *nb_net_last_warn(void)
+{
+	return nb_last_warn;
+}
+
+const char *nb_result_str(int res)
+{
+	static const char *const names[] = {
+		"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+		"ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress",
+	};
+	if (res < 0 || res >= (int)(sizeof(names) / sizeof(names[0])))
+		return "unknown ncclResult_t";
+	return names[res];
+}
+
+static int nb_parse_level(void)
+{
+	const char *s = getenv("NCCL_DEBUG");
+
+	if (!s || !*s || !strcasecmp(s, "WARN"))
+		return NCCL_LOG_WARN;
+	if (!strcasecmp(s, "VERSION"))
+		return NCCL_LOG_VERSION;
+	if (!strcasecmp(s, "INFO"))
+		return NCCL_LOG_INFO;
+	if (!strcasecmp(s, "TRACE"))
+		return NCCL_LOG_TRACE;
+	if (!strcasecmp(s, "NONE"))
+		return NCCL_LOG_NONE;
+	return NCCL_LOG_WARN;
+}
+
+static const char *nb_level_name(int level)
+{
+	switch (level) {
+	case NCCL_LOG_WARN: return "WARN";
+	case NCCL_LOG_INFO: return "INFO";
+	case NCCL_LOG_TRACE: return "TRACE";
+	case NCCL_LOG_ABORT: return "ABORT";
+	case NCCL_LOG_VERSION: return "VERSION";
+	default: return "LOG";
+	}
+}
+
+/* The logger NCCL would pass: WARNs always kept (and shown with the rank). */
+NB_FMT(5, 6)
+static void nb_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		      const char *fmt, ...)
+{
+	char msg[960];
+	va_list ap;
+
+	(void)flags;
+	if (nb_log_level < 0)
+		nb_log_level = nb_parse_level();
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (level == NCCL_LOG_WARN || level == NCCL_LOG_ABORT)
+		snprintf(nb_last_warn, sizeof(nb_last_warn), "%s", msg);
+	if ((int)level > nb_log_level && level != NCCL_LOG_ABORT)
+		return;
+	fprintf(stderr, "rank %d: NET %s %s:%d %s\n", nb_rank, nb_level_name(level),
+		file ? file : "?", line, msg);
+}
+
+static int nb_try_open(struct nb_net *net, const char *name, char *errs, size_t elen)
+{
+	size_t used = strlen(errs);
+
+	dlerror();
+	net->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	if (net->lib) {
+		snprintf(net->path, sizeof(net->path), "%s", name);
+		return 0;
+	}
+	if (used < elen)
+		snprintf(errs + used, elen - used, "\n  %s", dlerror());
+	return -1;
+}
+
+/* NCCL_NET_PLUGIN rules (2.27+): the name as given, then libnccl-net-<name>.so. */
+static int nb_open_spec(struct nb_net *net, const char *spec, char *errs, size_t elen)
+{
+	char alt[PATH_MAX];
+	size_t n = strlen(spec);
+
+	if (nb_try_open(net, spec, errs, elen) == 0)
+		return 0;
+	if (strchr(spec, '/') || (strncmp(spec, "lib", 3) == 0 && n > 3 &&
+				   strcmp(spec + n - 3, ".so") == 0))
+		return -1;
+	snprintf(alt, sizeof(alt), "libnccl-net-%s.so", spec);
+	return nb_try_open(net, alt, errs, elen);
+}
+
+/* Default: the plugin of the build tree this program lives in, then the installed one. */
+static int nb_open_default(struct nb_net *net, char *errs, size_t elen)
+{
+	char exe[PATH_MAX], cand[PATH_MAX + 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n > 0) {
+		char *slash;
+
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(cand, sizeof(cand), "%s/.libs/libnccl-net-verbs.so", exe);
+			if (access(cand, R_OK) == 0 && nb_try_open(net, cand, errs, elen) == 0)
+				return 0;
+		}
+	}
+#ifdef NB_LIBDIR
+	snprintf(cand, sizeof(cand), "%s/libnccl-net-verbs.so", NB_LIBDIR);
+	if (access(cand, R_OK) == 0 && nb_try_open(net, cand, errs, elen) == 0)
+		return 0;
+#endif
+	return nb_try_open(net, "libnccl-net-verbs.so", errs, elen);
+}
+
+static int nb_probe(struct nb_net *net, int want)
+{
+	char sym[32];
+	int v;
+
+	for (v = 12; v >= 6; v--) {
+		if (want && v != want)
+			continue;
+		snprintf(sym, sizeof(sym), "ncclNetPlugin_v%d", v);
+		net->table = dlsym(net->lib, sym);
+		if (net->table) {
+			net->version = v;
+			net->name = *(const char *const *)net->table;
+			return 0;
+		}
+	}
+	if (want)
+		nb_err("plugin %s does not export ncclNetPlugin_v%d", net->path, want);
+	else
+		nb_err("plugin %s exports no ncclNetPlugin_v6 .. v12 table", net->path);
+	return -1;
+}
+
+int nb_net_load(struct nb_net *net, const char *spec, int want_version)
+{
+	char errs[2048] = "";
+	int rc;
+
+	memset(net, 0, sizeof(*net));
+	if (!spec || !*spec)
+		spec = getenv("NCCL_NET_PLUGIN");
+	rc = (spec && *spec) ? nb_open_spec(net, spec, errs, sizeof(errs))
+			     : nb_open_default(net, errs, sizeof(errs));
+	if (rc != 0) {
+		nb_err("cannot load the net plugin %s:%s", spec && *spec ? spec : "(default)",
+		       errs);
+		return -1;
+	}
+	if (nb_probe(net, want_version) != 0) {
+		dlclose(net->lib);
+		net->lib = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static int nb_chk(int res, const char *call)
+{
+	if (res == ncclSuccess)
+		return 0;
+	nb_err("plugin %s failed: %s (%d)%s%s", call, nb_result_str(res), res,
+	       nb_last_warn[0] ? "; plugin said: " : "", nb_last_warn);
+	return -1;
+}
+
+int nb_net_init(struct nb_net *net)
+{
+	ncclNetCommConfig_v12_t cfg = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
+	uint64_t comm_id = 0x6e63636c6e6e6231ULL;
+	int res;
+
+	switch (net->version) {
+	case 6: res = T(6)->init(nb_logger); break;
+	case 7: res = T(7)->init(nb_logger); break;
+	case 8: res = T(8)->init(nb_logger); break;
+	case 9: res = T(9)->init(nb_logger); break;
+	case 10: res = T(10)->init(nb_logger, NULL); break;
+	case 11: res = T(11)->init(&net->ctx, comm_id, &cfg, nb_logger, NULL); break;
+	default: res = T(12)->init(&net->ctx, comm_id, &cfg, nb_logger, NULL); break;
+	}
+	if (res == ncclSuccess)
+		net->initialized = 1;
+	return nb_chk(res, "init");
+}
+
+int nb_net_devices(struct nb_net *net, int *ndev)
+{
+	/* devices() has the same prototype and slot in every version */
+	return nb_chk(T(6)->devices(ndev), "devices");
+}
+
+#define NB_COPY_V6(p, q) do {							\
+	snprintf((p)->name, sizeof((p)->name), "%s", (q).name ? (q).name : "?");	\
+	snprintf((p)->pci, sizeof((p)->pci), "%s", (q).pciPath ? (q).pciPath : "-");	\
+	(p)->guid = (q).guid; (p)->ptr_support = (q).ptrSupport;		\
+	(p)->speed = (q).speed; (p)->port = (q).port; (p)->latency = (q).latency;	\
+	(p)->max_comms = (q).maxComms; (p)->max_recvs = (q).maxRecvs;		\
+} while (0)
+
+static int nb_props_v9(struct nb_net *net, int dev, struct nb_props *p)
+{
+	ncclNetProperties_v11_t q;	/* v9/v10 are a prefix of v11 */
+	int res;
+
+	memset(&q, 0, sizeof(q));
+	if (net->version == 9)
+		res = T(9)->getProperties(dev, (ncclNetProperties_v9_t *)&q);
+	else if (net->version == 10)
+		res = T(10)->getProperties(dev, (ncclNetProperties_v10_t *)&q);
+	else
+		res = T(11)->getProperties(dev, &q);
+	NB_COPY_V6(p, q);
+	p->reg_is_global = q.regIsGlobal;
+	p->force_flush = q.forceFlush;
+	p->dev_type = q.netDeviceType;
+	p->max_p2p_bytes = q.maxP2pBytes;
+	return res;
+}
+
+static int nb_props_old(struct nb_net *net, int dev, struct nb_props *p)
+{
+	ncclNetProperties_v6_t q6;
+	ncclNetProperties_v7_t q7;
+	ncclNetProperties_v8_t q8;
+	int res;
+
+	p->max_p2p_bytes = NCCL_MAX_NET_SIZE;
+	if (net->version == 6) {
+		memset(&q6, 0, sizeof(q6));
+		res = T(6)->getProperties(dev, &q6);
+		NB_COPY_V6(p, q6);
+	} else if (net->version == 7) {
+		memset(&q7, 0, sizeof(q7));
+		res = T(7)->getProperties(dev, &q7);
+		NB_COPY_V6(p, q7);
+		p->dev_type = q7.netDeviceType;
+	} else {
+		memset(&q8, 0, sizeof(q8));
+		res = T(8)->getProperties(dev, &q8);
+		NB_COPY_V6(p, q8);
+		p->dev_type = q8.netDeviceType;
+		p->reg_is_global = q8.regIsGlobal;
+	}
+	return res;
+}
+
+int nb_net_props(struct nb_net *net, int dev, struct nb_props *p)
+{
+	ncclNetProperties_v12_t q;
+	int res;
+
+	memset(p, 0, sizeof(*p));
+	if (net->version <= 8) {
+		res = nb_props_old(net, dev, p);
+	} else if (net->version <= 11) {
+		res = nb_props_v9(net, dev, p);
+	} else {
+		memset(&q, 0, sizeof(q));
+		res = T(12)->getProperties(dev, &q);
+		NB_COPY_V6(p, q);
+		p->reg_is_global = q.regIsGlobal;
+		p->force_flush = q.forceFlush;
+		p->dev_type = q.netDeviceType;
+		p->max_p2p_bytes = q.maxP2pBytes;
+	}
+	return nb_chk(res, "getProperties");
+}
+
+int nb_net_listen(struct nb_net *net, int dev, void *handle, void **lcomm)
+{
+	int res;
+
+	*lcomm = NULL;
+	if (net->version >= 11)
+		res = T(11)->listen(net->ctx, dev, handle, lcomm);
+	else
+		res = T(6)->listen(dev, handle, lcomm);
+	if (res == ncclSuccess && !*lcomm) {
+		nb_err("plugin listen returned success but no listen comm");
+		return -1;
+	}
+	return nb_chk(res, "listen");
+}
+
+int nb_net_connect(struct nb_net *net, int dev, void *handle, void **scomm)
+{
+	ncclNetCommConfig_v10_t cfg = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
+	ncclNetDeviceHandle_v7_t *devh = NULL;
+	int res;
+
+	switch (net->version) {
+	case 6: res = T(6)->connect(dev, handle, scomm); break;
+	case 7: res = T(7)->connect(dev, handle, scomm, &devh); break;
+	case 8: res = T(8)->connect(dev, handle, scomm, &devh); break;
+	case 9: res = T(9)->connect(dev, handle, scomm, &devh); break;
+	case 10: res = T(10)->connect(dev, &cfg, handle, scomm, &devh); break;
+	case 11: res = T(11)->connect(net->ctx, dev, handle, scomm, &devh); break;
+	default: res = T(12)->connect(net->ctx, dev, handle, scomm, &devh); break;
+	}
+	return nb_chk(res, "connect");
+}
+
+int nb_net_accept(struct nb_net *net, void *lcomm, void **rcomm)
+{
+	ncclNetDeviceHandle_v7_t *devh = NULL;
+	int res;
+
+	if (net->version == 6)
+		res = T(6)->accept(lcomm, rcomm);
+	else	/* v7 .. v12: same prototype (device handle type is one layout) */
+		res = T(7)->accept(lcomm, rcomm, &devh);
+	return nb_chk(res, "accept");
+}
+
+int nb_net_regmr(struct nb_net *net, void *comm, void *data, size_t size, void **mh)
+{
+	int res;
+
+	if (net->version <= 7) {
+		if (size >= (1ULL << 31)) {
+			nb_err("regMr of %zu bytes does not fit a v%d plugin's int size", size,
+			       net->version);
+			return -1;
+		}
+		res = T(6)->regMr(comm, data, (int)size, NCCL_PTR_HOST, mh);
+	} else {
+		res = T(8)->regMr(comm, data, size, NCCL_PTR_HOST, mh);
+	}
+	return nb_chk(res, "regMr");
+}
+
+int nb_net_deregmr(struct nb_net *net, void *comm, void *mh)
+{
+	return nb_chk(T(6)->deregMr(comm, mh), "deregMr");
+}
+
+int nb_net_isend(struct nb_net *net, void *scomm, void *data, size_t size, int tag, void *mh,
+		 void **req)
+{
+	int res;
+
+	*req = NULL;
+	if (net->version <= 8) {
+		if (size > NCCL_MAX_NET_SIZE) {
+			nb_err("isend of %zu bytes exceeds a v%d plugin's 1 GiB limit", size,
+			       net->version);
+			return -1;
+		}
+		res = T(6)->isend(scomm, data, (int)size, tag, mh, req);
+	} else if (net->version == 9) {
+		res = T(9)->isend(scomm, data, size, tag, mh, req);
+	} else {
+		res = T(10)->isend(scomm, data, size, tag, mh, NULL, req);
+	}
+	return nb_chk(res, "isend");
+}
+
+int nb_net_irecv(struct nb_net *net, void *rcomm, int n, void **data, size_t *sizes, int *tags,
+		 void **mhs, void **req)
+{
+	int isz[NB_MAX_GROUP];
+	int i, res;
+
+	*req = NULL;
+	if (net->version <= 8) {
+		for (i = 0; i < n; i++)
+			isz[i] = sizes[i] > NCCL_MAX_NET_SIZE ? (int)NCCL_MAX_NET_SIZE
+							      : (int)sizes[i];
+		res = T(6)->irecv(rcomm, n, data, isz, tags, mhs, req);
+	} else if (net->version == 9) {
+		res = T(9)->irecv(rcomm, n, data, sizes, tags, mhs, req);
+	} else {
+		res = T(10)->irecv(rcomm, n, data, sizes, tags, mhs, NULL, req);
+	}
+	return nb_chk(res, "irecv");
+}
+
+int nb_net_iflush(struct nb_net *net, void *rcomm, int n, void **data, int *sizes, void **mhs,
+		  void **req)
+{
+	*req = NULL;
+	return nb_chk(T(6)->iflush(rcomm, n, data, sizes, mhs, req), "iflush");
+}
+
+int nb_net_test(struct nb_net *net, void *req, int *done, int *sizes)
+{
+	return nb_chk(T(6)->test(req, done, sizes), "test");
+}
+
+int nb_net_close_send(struct nb_net *net, void *comm)
+{
+	return nb_chk(T(6)->closeSend(comm), "closeSend");
+}
+
+int nb_net_close_recv(struct nb_net *net, void *comm)
+{
+	return nb_chk(T(6)->closeRecv(comm), "closeRecv");
+}
+
+int nb_net_close_listen(struct nb_net *net, void *comm)
+{
+	return nb_chk(T(6)->closeListen(comm), "closeListen");
+}
+
+void nb_net_unload(struct nb_net *net)
+{
+	if (net->initialized && net->version >= 11) {
+		int res = net->version == 11 ? T(11)->finalize(net->ctx)
+					     : T(12)->finalize(net->ctx);
+		nb_chk(res, "finalize");
+	}
+	net->initialized = 0;
+	/* Like NCCL 2.26/2.27 (REF_COUNT 1), keep the library mapped: v6..v10
+	 * plugins get no shutdown call and may still own threads. */
+	net->lib = NULL;
+	net->table = NULL;
+}

@@ -1,0 +1,486 @@
+/*
+ * nccl-net-bench.c - options, the per-size measurement driver and main().
+ *
+ * nccl-net-bench loads an ncclNet plugin (ours by default) and measures
+ * point-to-point bandwidth and latency, grouped receives and a ring
+ * AllReduce through it, driving it the way NCCL's proxy does. See
+ * README.md ("Benchmark") and `nccl-net-bench --help`.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/nccl-net-bench.h"
+
+#define NB_MAX_REPEAT 32
+
+int nb_rank = -1;
+double nb_deadline;
+
+void nb_err(const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (nb_rank >= 0)
+		fprintf(stderr, "nccl-net-bench: rank %d: error: %s\n", nb_rank, msg);
+	else
+		fprintf(stderr, "nccl-net-bench: error: %s\n", msg);
+}
+
+double nb_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int nb_past_deadline(const char *what)
+{
+	if (nb_now() < nb_deadline)
+		return 0;
+	nb_err("timeout during %s (raise --timeout if the run is just slow)", what);
+	return 1;
+}
+
+/* A failed rank ends at once; its peers see the OOB socket close and follow. */
+static void nb_fail(void)
+{
+	fflush(NULL);
+	_exit(1);
+}
+
+static void nb_usage(FILE *f)
+{
+	fprintf(f,
+"usage: nccl-net-bench [options]\n"
+"  -t, --tests LIST      sendrecv,sendrecv-bi,latency,allreduce,multirecv or all\n"
+"                        (default sendrecv)\n"
+"  -b, --minbytes SIZE   smallest message (default 8; K/M/G suffixes)\n"
+"  -e, --maxbytes SIZE   largest message (default 64M)\n"
+"  -f, --stepfactor F    size multiplier between steps (default 2)\n"
+"  -n, --iters N         timed iterations per size (default 20)\n"
+"  -w, --warmup N        untimed iterations per size (default 5)\n"
+"  -R, --repeat N        timed repetitions per size, median reported (default 1)\n"
+"  -c, --check 0|1       check every received byte / reduced value (default 1)\n"
+"      --np N            start N local ranks (default 2)\n"
+"      --rank R --nranks N --root HOST:PORT\n"
+"                        join a multi-host run (also OMPI_COMM_WORLD_RANK/SIZE,\n"
+"                        PMI_RANK/SIZE, SLURM_PROCID/NTASKS; NCCL_NET_BENCH_ROOT)\n"
+"  -p, --plugin NAME|PATH  plugin like NCCL_NET_PLUGIN (default: this build's\n"
+"                        or the installed libnccl-net-verbs.so)\n"
+"  -V, --net-version N   use the plugin's ncclNetPlugin_vN table (default newest)\n"
+"  -d, --dev N           plugin device index (default 0)\n"
+"  -B, --buffsize SIZE   per-connection buffer, NCCL_BUFFSIZE-like (default 4M)\n"
+"  -g, --groups K        tags grouped per irecv in multirecv (default min(maxRecvs,4))\n"
+"      --flush auto|on|off  iflush after receives (auto: forceFlush property or\n"
+"                        NCCL_NET_FORCE_FLUSH=1)\n"
+"      --csv FILE        write results as CSV\n"
+"      --plot FILE.svg   draw bus bandwidth against message size\n"
+"  -q, --quiet           only summary lines and errors\n"
+"  -T, --timeout SEC     end the whole run with an error after SEC (default 600)\n"
+"  -l, --list            print the plugin's devices and exit\n"
+"  -h, --help\n");
+}
+
+static int nb_env_int(const char *a, const char *b, const char *c, int *v)
+{
+	const char *names[3] = { a, b, c };
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		const char *s = getenv(names[i]);
+
+		if (s && *s) {
+			*v = atoi(s);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static const struct option nb_longopts[] = {
+	{ "tests", required_argument, NULL, 't' }, { "minbytes", required_argument, NULL, 'b' },
+	{ "maxbytes", required_argument, NULL, 'e' }, { "stepfactor", required_argument, NULL, 'f' },
+	{ "iters", required_argument, NULL, 'n' }, { "warmup", required_argument, NULL, 'w' },
+	{ "repeat", required_argument, NULL, 'R' }, { "check", required_argument, NULL, 'c' },
+	{ "np", required_argument, NULL, 1 }, { "rank", required_argument, NULL, 2 },
+	{ "nranks", required_argument, NULL, 3 }, { "root", required_argument, NULL, 4 },
+	{ "plugin", required_argument, NULL, 'p' }, { "net-version", required_argument, NULL, 'V' },
+	{ "dev", required_argument, NULL, 'd' }, { "buffsize", required_argument, NULL, 'B' },
+	{ "groups", required_argument, NULL, 'g' }, { "flush", required_argument, NULL, 5 },
+	{ "csv", required_argument, NULL, 6 }, { "plot", required_argument, NULL, 7 },
+	{ "quiet", no_argument, NULL, 'q' }, { "timeout", required_argument, NULL, 'T' },
+	{ "list", no_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+static int nb_opt_size(const char *arg, size_t *v, const char *what)
+{
+	if (nb_parse_size(arg, v) == 0)
+		return 0;
+	nb_err("bad %s '%s'", what, arg);
+	return -1;
+}
+
+static int nb_opt_one(struct nb_opts *o, int ch, const char *arg)
+{
+	switch (ch) {
+	case 't': return nb_test_parse(arg, &o->tests);
+	case 'b': return nb_opt_size(arg, &o->minbytes, "--minbytes");
+	case 'e': return nb_opt_size(arg, &o->maxbytes, "--maxbytes");
+	case 'B': return nb_opt_size(arg, &o->buffsize, "--buffsize");
+	case 'f': o->factor = atof(arg); return 0;
+	case 'n': o->iters = atoi(arg); return 0;
+	case 'w': o->warmup = atoi(arg); return 0;
+	case 'R': o->repeat = atoi(arg); return 0;
+	case 'c': o->check = atoi(arg); return 0;
+	case 1: o->np = atoi(arg); return 0;
+	case 2: o->rank = atoi(arg); return 0;
+	case 3: o->nranks = atoi(arg); return 0;
+	case 4: snprintf(o->root, sizeof(o->root), "%s", arg); return 0;
+	case 'p': o->plugin = arg; return 0;
+	case 'V': o->net_version = atoi(arg); return 0;
+	case 'd': o->dev = atoi(arg); return 0;
+	case 'g': o->groups = atoi(arg); return 0;
+	case 5: o->flush = !strcmp(arg, "on") ? 1 : !strcmp(arg, "off") ? 0 : -1; return 0;
+	case 6: o->csv = arg; return 0;
+	case 7: o->plot = arg; return 0;
+	case 'q': o->quiet = 1; return 0;
+	case 'T': o->timeout = atof(arg); return 0;
+	case 'l': o->list = 1; return 0;
+	default: return -1;
+	}
+}
+
+static int nb_opts_check(struct nb_opts *o)
+{
+	if (o->iters < 1 || o->warmup < 0 || o->repeat < 1 || o->repeat > NB_MAX_REPEAT) {
+		nb_err("need --iters >= 1, --warmup >= 0, 1 <= --repeat <= %d", NB_MAX_REPEAT);
+		return -1;
+	}
+	if (o->minbytes > o->maxbytes || (o->factor <= 1.0 && o->minbytes != o->maxbytes)) {
+		nb_err("need --minbytes <= --maxbytes and --stepfactor > 1");
+		return -1;
+	}
+	if (o->buffsize < NB_STEPS * 64 || o->buffsize % (NB_STEPS * 64)) {
+		nb_err("--buffsize must be a multiple of %d", NB_STEPS * 64);
+		return -1;
+	}
+	if (o->net_version && (o->net_version < 6 || o->net_version > 12)) {
+		nb_err("--net-version must be 6 .. 12");
+		return -1;
+	}
+	if (o->timeout <= 0)
+		o->timeout = 600;
+	return 0;
+}
+
+static int nb_opts_parse(struct nb_opts *o, int argc, char **argv)
+{
+	const char *bs = getenv("NCCL_BUFFSIZE");
+	int ch;
+
+	memset(o, 0, sizeof(*o));
+	o->tests = 1U << NB_T_SENDRECV;
+	o->minbytes = 8;
+	o->maxbytes = 64 << 20;
+	o->factor = 2;
+	o->iters = 20;
+	o->warmup = 5;
+	o->repeat = 1;
+	o->check = 1;
+	o->rank = -1;
+	o->flush = -1;
+	o->timeout = 600;
+	o->buffsize = 4 << 20;
+	if (bs && *bs && nb_parse_size(bs, &o->buffsize) != 0)
+		o->buffsize = 4 << 20;
+	while ((ch = getopt_long(argc, argv, "t:b:e:f:n:w:R:c:p:V:d:B:g:qT:lh", nb_longopts,
+				 NULL)) != -1) {
+		if (ch == 'h') {
+			nb_usage(stdout);
+			exit(0);
+		}
+		if (nb_opt_one(o, ch, optarg) != 0) {
+			nb_usage(stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		nb_err("unexpected argument '%s'", argv[optind]);
+		return -1;
+	}
+	return nb_opts_check(o);
+}
+
+/* ---- measurement ------------------------------------------------------------ */
+
+struct nb_sample {
+	double t[NB_MAX_REPEAT];
+	long wrong;
+};
+
+static int nb_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Median over repetitions of the slowest rank's time, in seconds per iteration. */
+static double nb_reduce_time(const struct nb_sample *all, int nranks, int reps, int iters)
+{
+	double t[NB_MAX_REPEAT];
+	int k, r;
+
+	for (k = 0; k < reps; k++) {
+		t[k] = 0;
+		for (r = 0; r < nranks; r++)
+			t[k] = all[r].t[k] > t[k] ? all[r].t[k] : t[k];
+	}
+	qsort(t, (size_t)reps, sizeof(double), nb_cmp_double);
+	return (reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2) / iters;
+}
+
+static int nb_timed(int t, struct nb_ctx *c, size_t size, struct nb_sample *me)
+{
+	const struct nb_opts *o = c->o;
+	long w;
+	int k;
+
+	if (o->warmup && nb_test_run(t, c, size, o->warmup, 0, &w) != 0)
+		return -1;
+	for (k = 0; k < o->repeat; k++) {
+		double t0;
+
+		if (nb_oob_barrier(c->e->oob) != 0)
+			return -1;
+		t0 = nb_now();
+		if (nb_test_run(t, c, size, o->iters, 0, &w) != 0)
+			return -1;
+		me->t[k] = nb_now() - t0;
+	}
+	if (o->check && nb_test_run(t, c, size, 1, 1, &me->wrong) != 0)
+		return -1;
+	return 0;
+}
+
+static int nb_measure(int t, struct nb_ctx *c, size_t size, struct nb_result *res)
+{
+	struct nb_sample me = { { 0 }, 0 }, *all = calloc((size_t)c->nranks, sizeof(me));
+	double secs, bytes, factor;
+	int r;
+
+	if (!all || nb_timed(t, c, size, &me) != 0 ||
+	    nb_oob_allgather(c->e->oob, &me, all, sizeof(me)) != 0) {
+		free(all);
+		return -1;
+	}
+	nb_test_describe(t, c, size, res);
+	secs = nb_reduce_time(all, c->nranks, c->o->repeat, c->o->iters);
+	if (t == NB_T_LATENCY)
+		secs /= 2;	/* half round trip */
+	bytes = nb_test_bytes(t, c, size, &factor);
+	res->time_us = secs * 1e6;
+	res->algbw = secs > 0 ? bytes / secs / 1e9 : 0;
+	res->busbw = res->algbw * factor;
+	for (r = 0; r < c->nranks; r++)
+		res->wrong += all[r].wrong;
+	free(all);
+	return 0;
+}
+
+static size_t nb_next_size(const struct nb_opts *o, size_t s)
+{
+	size_t n = (size_t)((double)s * o->factor);
+
+	return n > s ? n : s + 1;
+}
+
+/* One test over the whole size sweep; results appended to rs. */
+static int nb_one_test(int t, struct nb_ctx *c, struct nb_result *rs, int *nres)
+{
+	struct nb_edge edges[256];
+	int nedges = nb_test_edges(t, c, edges, 256);
+	size_t size;
+
+	if (nb_engine_connect(c->e, edges, nedges) != 0)
+		return -1;
+	if (c->rank == 0 && !c->o->quiet)
+		nb_out_header(t, c);
+	for (size = c->o->minbytes; size <= c->o->maxbytes; size = nb_next_size(c->o, size)) {
+		struct nb_result r;
+
+		if (t == NB_T_ALLREDUCE && size < sizeof(float))
+			continue;
+		if (nb_measure(t, c, size, &r) != 0)
+			return -1;
+		if (c->rank == 0 && !c->o->quiet)
+			nb_out_row(&r);
+		if (*nres < NB_MAX_RESULTS)
+			rs[(*nres)++] = r;
+	}
+	if (c->rank == 0)
+		nb_out_summary(t, rs, *nres);
+	nb_engine_close(c->e);
+	return nb_oob_barrier(c->e->oob);
+}
+
+/* ---- rank main ------------------------------------------------------------- */
+
+static int nb_open_plugin(struct nb_net *net, const struct nb_opts *o, struct nb_ctx *c)
+{
+	int ndev = 0;
+
+	if (nb_net_load(net, o->plugin, o->net_version) != 0 || nb_net_init(net) != 0 ||
+	    nb_net_devices(net, &ndev) != 0)
+		return -1;
+	if (ndev <= 0 || o->dev < 0 || o->dev >= ndev) {
+		nb_err("plugin %s has %d device(s); device %d is not one of them%s%s", net->name,
+		       ndev, o->dev, nb_net_last_warn()[0] ? "; plugin said: " : "",
+		       nb_net_last_warn());
+		return -1;
+	}
+	return nb_net_props(net, o->dev, &c->props);
+}
+
+static int nb_list(const struct nb_opts *o)
+{
+	struct nb_props p;
+	struct nb_net net;
+	int ndev = 0, d;
+
+	if (nb_net_load(&net, o->plugin, o->net_version) != 0 || nb_net_init(&net) != 0 ||
+	    nb_net_devices(&net, &ndev) != 0)
+		return 1;
+	printf("plugin %s (%s), ncclNet v%d, %d device(s)\n", net.name, net.path, net.version,
+	       ndev);
+	for (d = 0; d < ndev; d++) {
+		if (nb_net_props(&net, d, &p) != 0)
+			return 1;
+		printf("  dev %d: %s port %d speed %d Mbps latency %.1f us ptrSupport 0x%x "
+		       "maxComms %d maxRecvs %d forceFlush %d regIsGlobal %d pci %s\n", d, p.name,
+		       p.port, p.speed, p.latency, p.ptr_support, p.max_comms, p.max_recvs,
+		       p.force_flush, p.reg_is_global, p.pci);
+	}
+	nb_net_unload(&net);
+	return 0;
+}
+
+static void nb_setup_ctx(struct nb_ctx *c, const struct nb_opts *o)
+{
+	const char *ff = getenv("NCCL_NET_FORCE_FLUSH");
+	int maxr = c->props.max_recvs > 0 ? c->props.max_recvs : 1;
+
+	c->e->flush = o->flush >= 0 ? o->flush : (c->props.force_flush || (ff && atoi(ff) == 1));
+	c->groups = o->groups > 0 ? o->groups : 4;
+	if (c->groups > maxr)
+		c->groups = maxr;	/* NCCL never groups more than maxRecvs */
+	if (c->groups > NB_MAX_GROUP)
+		c->groups = NB_MAX_GROUP;
+	if (c->rank == 0 && !o->quiet)
+		printf("# nccl-net-bench: %d ranks, plugin %s from %s, ncclNet v%d, device %d %s "
+		       "(speed %d Mbps, maxRecvs %d%s)\n", c->nranks, c->e->net->name,
+		       c->e->net->path, c->e->net->version, c->e->dev, c->props.name,
+		       c->props.speed, c->props.max_recvs, c->e->flush ? ", iflush on" : "");
+}
+
+static int nb_rank_main(const struct nb_opts *o, const char *host, int port, int lfd)
+{
+	static struct nb_result rs[NB_MAX_RESULTS];
+	struct nb_engine e = { 0 };
+	struct nb_ctx c = { 0 };
+	struct nb_net net;
+	struct nb_oob oob = { 0 };
+	int t, nres = 0, i;
+	long wrong = 0;
+
+	nb_rank = o->rank;
+	alarm((unsigned)o->timeout + 15);	/* last resort if a plugin call blocks */
+	if (nb_oob_init(&oob, o->rank, o->nranks, host, port, lfd) != 0 ||
+	    nb_open_plugin(&net, o, &c) != 0)
+		nb_fail();
+	e.net = &net;
+	e.oob = &oob;
+	e.dev = o->dev;
+	e.buffsize = o->buffsize;
+	c.e = &e;
+	c.o = o;
+	c.rank = o->rank;
+	c.nranks = o->nranks;
+	nb_setup_ctx(&c, o);
+	for (t = 0; t < NB_T_COUNT; t++)
+		if ((o->tests & (1U << t)) && nb_one_test(t, &c, rs, &nres) != 0)
+			nb_fail();
+	for (i = 0; i < nres; i++)
+		wrong += rs[i].wrong;
+	if (c.rank == 0 && ((o->csv && nb_out_csv(o->csv, rs, nres, &c) != 0) ||
+			    (o->plot && nb_out_svg(o->plot, rs, nres, &c) != 0)))
+		nb_fail();
+	nb_ar_release();
+	nb_net_unload(&net);
+	nb_oob_close(&oob);
+	if (wrong && c.rank == 0)
+		nb_err("%ld wrong values received", wrong);
+	return wrong ? 1 : 0;
+}
+
+static int nb_multi_host(struct nb_opts *o, char *host, size_t hlen, int *port)
+{
+	const char *root = o->root[0] ? o->root : getenv("NCCL_NET_BENCH_ROOT");
+
+	if (o->rank < 0 && !nb_env_int("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
+				       &o->rank))
+		return 0;
+	if (o->nranks <= 0)
+		nb_env_int("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", &o->nranks);
+	if (o->nranks < 2 || o->rank < 0 || o->rank >= o->nranks) {
+		nb_err("need --nranks >= 2 and 0 <= --rank < --nranks (rank %d, nranks %d)",
+		       o->rank, o->nranks);
+		return -1;
+	}
+	if (!root || nb_parse_hostport(root, host, hlen, port) != 0) {
+		nb_err("a multi-rank run needs --root HOST:PORT (or NCCL_NET_BENCH_ROOT)");
+		return -1;
+	}
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct nb_opts o;
+	char host[256] = "127.0.0.1";
+	int port = 0, lfd = -1, status = 0, multi;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (nb_opts_parse(&o, argc, argv) != 0)
+		return 2;
+	nb_deadline = nb_now() + o.timeout;
+	if (o.list)
+		return nb_list(&o);
+	multi = o.np ? 0 : nb_multi_host(&o, host, sizeof(host), &port);
+	if (multi < 0)
+		return 2;
+	if (multi)
+		return nb_rank_main(&o, host, port, -1);
+	o.nranks = o.np ? o.np : 2;
+	if (o.nranks < 2) {
+		nb_err("--np must be at least 2");
+		return 2;
+	}
+	if (!nb_launch_local(o.nranks, o.timeout + 5, &o.rank, &lfd, &port, &status))
+		return status;
+	return nb_rank_main(&o, host, port, lfd);
+}
