@@ -296,7 +296,7 @@ void nv_param_log(void)
 
 	for (int i = 0; i < NV_PARAM_COUNT; i++) {
 		nv_param_value_str(i, val, sizeof(val));
-		NV_INFO(NV_SUB_ENV, "param %s = %s%s", nv_params[i].env, val,
+		NV_TRACE(NV_SUB_ENV, "param %s = %s%s", nv_params[i].env, val,
 			nv_vals[i].set ? " (set)" : "");
 	}
 }

@@ -83,7 +83,7 @@ const struct nv_param_def *nv_param_find(const char *env); /* NULL if unknown */
 
 /* One line per knob: name, value, (default|set), help. */
 void nv_param_dump(FILE *out);
-/* Same, through nv_log at INFO/ENV. */
+/* Same, through nv_log at TRACE/ENV (overrides are logged at INFO by load). */
 void nv_param_log(void);
 
 /* Parse helpers shared with tests and other modules. */
