@@ -293,12 +293,18 @@ void nb_oob_close(struct nb_oob *oob)
 
 /* ---- --np: local ranks ---------------------------------------------------- */
 
-static int nb_status_code(int st)
+/* A rank's exit code; a rank killed by a signal counts as 1 (the message says which). */
+static int nb_status_code(int st, int rank)
 {
-	if (WIFEXITED(st))
+	if (WIFEXITED(st)) {
+		if (WEXITSTATUS(st))
+			fprintf(stderr, "nccl-net-bench: rank %d exited with status %d\n", rank,
+				WEXITSTATUS(st));
 		return WEXITSTATUS(st);
+	}
 	if (WIFSIGNALED(st))
-		return 128 + WTERMSIG(st);
+		fprintf(stderr, "nccl-net-bench: rank %d was killed by signal %d (%s)\n", rank,
+			WTERMSIG(st), strsignal(WTERMSIG(st)));
 	return 1;
 }
 
@@ -326,10 +332,9 @@ static int nb_reap(pid_t *pids, int n, double timeout_s)
 				continue;
 			pids[i] = -1;
 			alive--;
-			if (nb_status_code(st) != 0 && status == 0) {
-				status = nb_status_code(st);
-				fprintf(stderr, "nccl-net-bench: rank %d exited with status %d\n",
-					i, status);
+			st = nb_status_code(st, i);
+			if (st != 0 && status == 0) {
+				status = st;
 				kill_at = nb_now() + 3.0;
 			}
 		}

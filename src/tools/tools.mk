@@ -20,3 +20,9 @@ nccl_net_bench_LDADD = -ldl -lm
 check_LTLIBRARIES += test/bench/libnccl-net-nbfake.la
 test_bench_libnccl_net_nbfake_la_SOURCES = test/bench/nb-fake-net.c test/bench/nb-fake-net-tables.h
 test_bench_libnccl_net_nbfake_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
+
+NB_TESTS = test/bench/nb-fake-modes test/bench/nb-fake-errors \
+	test/bench/nb-verbs-modes test/bench/nb-verbs-errors
+TESTS += $(NB_TESTS)
+dist_check_SCRIPTS += $(NB_TESTS)
+EXTRA_DIST += test/bench/nb-common.sh
