@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The README's main command: set up a fresh Debian machine (packages,
+# bootstrap, configure, build into build/), then measure, in one run,
+#   (a) raw RDMA WRITE bandwidth at 4 MiB (sv-rawbench, raw verbs, 2 processes)
+#   (b) nccl-net-bench sendrecv through the plugin at 4 MiB
+#   (c) 8-byte latency through the plugin vs the raw WRITE_WITH_IMM ping-pong
+#   (d) 2-rank ring allreduce bus bandwidth at 64 MiB through the plugin
+# plus a size sweep of every nccl-net-bench test for the plot. Runs on simverbs
+# (the software fabric built with the project) when the machine has no RDMA
+# device (/sys/class/infiniband empty), on the real devices otherwise.
+# Prints the tables and a summary with the ratios and their targets; writes
+# build/bench/bench.svg and build/bench/*.csv. Exit status: non-zero when a
+# run fails or a result is wrong (speed targets are reported, not enforced).
+#
+# Environment: NV_BUILD_DIR (default build/), NB_QUICK=1 (fewer repetitions),
+# NB_DEV (plugin device index, default 0), NB_RAW_DEV (verbs device for the
+# raw benchmark), NB_SKIP_SETUP=1 (use the existing build as is).
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+B=${NV_BUILD_DIR:-$top/build}
+export NV_BUILD_DIR=$B
+
+[ "${NB_SKIP_SETUP:-0}" = 1 ] || "$top/scripts/setup.sh"
+B=$(cd "$B" && pwd)
+out=$B/bench
+mkdir -p "$out"
+rm -f "$out"/*.csv "$out"/bench.svg
+BENCH=$B/nccl-net-bench
+RAW=$B/test/simverbs/bench/sv-rawbench
+PLUGIN=$B/.libs/libnccl-net-verbs.so
+for f in "$BENCH" "$RAW" "$PLUGIN"; do
+	[ -e "$f" ] || { echo "bench: $f was not built" >&2; exit 1; }
+done
+
+if [ -z "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
+	fabric=simverbs
+	export LD_LIBRARY_PATH="$B/test/simverbs/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	export SIMVERBS_FABRIC="nvbench-$$-$(date +%s)"
+	unset SIMVERBS_LEAK_CHECK
+	raw_dev=${NB_RAW_DEV:-simib0}
+else
+	fabric=real
+	raw_dev=${NB_RAW_DEV:-$(ls /sys/class/infiniband | head -n 1)}
+fi
+
+# RoCE ports need a GID index for the raw benchmark: a RoCE v2 IPv4 one if any.
+raw_gid=()
+ll=$(ibv_devinfo -d "$raw_dev" 2>/dev/null | awk '/link_layer:/ { print $2; exit }' || true)
+if [ "$ll" = Ethernet ]; then
+	gi=$(ibv_devinfo -v -d "$raw_dev" 2>/dev/null |
+		awk '/GID\[/ && /v2/ && /::ffff:/ { gsub(/.*GID\[ */, ""); sub(/\].*/, ""); print; exit }')
+	raw_gid=(-g "${gi:-0}")
+fi
+
+if [ "${NB_QUICK:-0}" = 1 ]; then
+	reps=3; bw_iters=10; lat_iters=500; ar_iters=3; sweep="-b 8 -e 16M -f 8 -n 5 -w 1"
+else
+	reps=5; bw_iters=50; lat_iters=5000; ar_iters=10; sweep="-b 8 -e 64M -f 4 -n 10 -w 2"
+fi
+nb=("$BENCH" -p "$PLUGIN" -d "${NB_DEV:-0}" --timeout 300)
+status=0
+
+echo "== nccl-net-bench on $fabric ($(nproc) CPUs, $(uname -r)), raw device $raw_dev," \
+	"$(date -u '+%Y-%m-%d %H:%M UTC')"
+
+step() { echo; echo "== $*"; }
+field() {	# field FILE KEY NAME: NAME=value on the first line starting with KEY
+	awk -v k="$2" -v f="$3" '$1 == k { for (i = 2; i <= NF; i++) {
+		split($i, kv, "="); if (kv[1] == f) { print kv[2]; exit } } }' "$1"
+}
+csvcol() {	# csvcol FILE TEST SIZE COLUMN
+	awk -F, -v t="$2" -v s="$3" -v c="$4" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+		$1 == t && $3 == s { print $col[c]; exit }' "$1"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
+verdict() {	# verdict RATIO OP TARGET
+	awk -v r="$1" -v op="$2" -v t="$3" 'BEGIN { if (r == "n/a") { print "n/a"; exit }
+		ok = (op == ">=") ? (r + 0 >= t) : (r + 0 <= t); print ok ? "met" : "MISSED" }'
+}
+
+step "(a) raw RDMA WRITE bandwidth, 4 MiB: sv-rawbench -d $raw_dev ${raw_gid[*]} -t bw -S 4194304 -r $reps"
+timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t bw -S 4194304 -r "$reps" | tee "$out/raw-bw.txt" ||
+	status=1
+a=$(field "$out/raw-bw.txt" write_bw median_GBps)
+
+step "(b) plugin sendrecv, 4 MiB: nccl-net-bench -t sendrecv -b 4M -e 4M -n $bw_iters -R $reps"
+"${nb[@]}" -t sendrecv -b 4M -e 4M -n "$bw_iters" -w 5 -R "$reps" --csv "$out/sendrecv-4M.csv" ||
+	status=1
+b=$(csvcol "$out/sendrecv-4M.csv" sendrecv 4194304 busbw_GBps)
+
+step "(c) latency, 8 B: raw sv-rawbench -t imm -r $reps, then nccl-net-bench -t latency -b 8 -e 8 -n $lat_iters -R $reps"
+timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t imm -r "$reps" | tee "$out/raw-lat.txt" ||
+	status=1
+craw=$(field "$out/raw-lat.txt" imm_lat median_us)
+"${nb[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 -R "$reps" --csv "$out/latency-8.csv" ||
+	status=1
+c=$(csvcol "$out/latency-8.csv" latency 8 time_us)
+
+step "(d) 2-rank ring allreduce, 64 MiB: nccl-net-bench -t allreduce -b 64M -e 64M -n $ar_iters -R $reps"
+"${nb[@]}" -t allreduce -b 64M -e 64M -n "$ar_iters" -w 2 -R "$reps" --csv "$out/allreduce-64M.csv" ||
+	status=1
+d=$(csvcol "$out/allreduce-64M.csv" allreduce 67108864 busbw_GBps)
+
+step "sweep for the plot: nccl-net-bench -t all $sweep"
+"${nb[@]}" -t all $sweep --csv "$out/sweep.csv" --plot "$out/bench.svg" || status=1
+
+rb=$(ratio "$b" "$a"); rc=$(ratio "$c" "$craw"); rd=$(ratio "$d" "$b")
+{
+	echo "metric,value,unit,ratio,target,verdict"
+	echo "raw_write_bw_4M,${a:-n/a},GB/s,,,"
+	echo "plugin_sendrecv_4M,${b:-n/a},GB/s,$rb,>=0.9 x raw_write_bw_4M,$(verdict "$rb" '>=' 0.9)"
+	echo "raw_imm_lat_8B,${craw:-n/a},us,,,"
+	echo "plugin_latency_8B,${c:-n/a},us,$rc,<=1.5 x raw_imm_lat_8B,$(verdict "$rc" '<=' 1.5)"
+	echo "plugin_allreduce_64M_busbw,${d:-n/a},GB/s,$rd,>=0.8 x plugin_sendrecv_4M,$(verdict "$rd" '>=' 0.8)"
+} >"$out/summary.csv"
+
+echo
+echo "== summary ($fabric, $(nproc) CPUs)"
+printf "  (a) raw RDMA WRITE 4 MiB          %10s GB/s\n" "${a:-n/a}"
+printf "  (b) plugin sendrecv 4 MiB         %10s GB/s   (b)/(a) = %-5s target >= 0.9  %s\n" \
+	"${b:-n/a}" "$rb" "$(verdict "$rb" '>=' 0.9)"
+printf "  (c) plugin latency 8 B            %10s us     (c)/raw = %-5s target <= 1.5  %s\n" \
+	"${c:-n/a}" "$rc" "$(verdict "$rc" '<=' 1.5)"
+printf "      raw WRITE_WITH_IMM ping-pong  %10s us\n" "${craw:-n/a}"
+printf "  (d) plugin allreduce 64 MiB busbw %10s GB/s   (d)/(b) = %-5s target >= 0.8  %s\n" \
+	"${d:-n/a}" "$rd" "$(verdict "$rd" '>=' 0.8)"
+echo "  plot: $out/bench.svg   CSV: $out/summary.csv $out/sweep.csv"
+[ "$status" = 0 ] || echo "bench: a run FAILED (see above)" >&2
+exit "$status"
