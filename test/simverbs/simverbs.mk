@@ -1,1 +1,33 @@
-# (empty: owned by the component that fills it)
+# simverbs: the software RDMA fabric (owner: S1).  Builds
+# test/simverbs/.libs/libibverbs.so.1, a drop-in for rdma-core's libibverbs,
+# the simverbs-ctl CLI, and the simverbs tests.  See test/simverbs/README.md.
+
+SV_DIR = test/simverbs
+
+noinst_LTLIBRARIES += test/simverbs/libibverbs.la
+test_simverbs_libibverbs_la_SOURCES = \
+	test/simverbs/config.c \
+	test/simverbs/context.c \
+	test/simverbs/cq.c \
+	test/simverbs/engine.c \
+	test/simverbs/fault.c \
+	test/simverbs/gid.c \
+	test/simverbs/leak.c \
+	test/simverbs/misc.c \
+	test/simverbs/obj.c \
+	test/simverbs/pd_mr.c \
+	test/simverbs/post.c \
+	test/simverbs/qp.c \
+	test/simverbs/shm.c \
+	test/simverbs/sysfs.c \
+	test/simverbs/fabric_param.h \
+	test/simverbs/sv.h
+test_simverbs_libibverbs_la_LDFLAGS = -version-info 1:0:0 -no-undefined \
+	-rpath $(abs_builddir)/test/simverbs \
+	-Wl,--version-script=$(srcdir)/test/simverbs/simverbs.map
+test_simverbs_libibverbs_la_CPPFLAGS = $(AM_CPPFLAGS) -D_GNU_SOURCE
+# paths are bounded by IBV_SYSFS_PATH_MAX by design; truncation is checked where it matters
+test_simverbs_libibverbs_la_CFLAGS = $(AM_CFLAGS) -Wno-format-truncation
+test_simverbs_libibverbs_la_LIBADD = -lpthread -lrt
+EXTRA_test_simverbs_libibverbs_la_DEPENDENCIES = $(srcdir)/test/simverbs/simverbs.map
+EXTRA_DIST += test/simverbs/simverbs.map test/simverbs/README.md

@@ -1,0 +1,334 @@
+/*
+ * Completion queues and completion channels.  A CQ is a ring in its own shm
+ * segment: producers in any process push (see sv.h for the protocol), the
+ * owner polls without syscalls.  A completion channel is a FIFO; a producer
+ * that finds the CQ armed writes the CQ's slot number into it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "sv.h"
+
+#define SV_CQ_MAGIC 0x53564351u
+
+SV_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ibctx);
+struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ibctx)
+{
+	struct sv_chan *ch = calloc(1, sizeof(*ch));
+
+	if (!ch) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ch->ibv.context = ibctx;
+	ch->ibv.fd = sv_fifo_create(ch->fifo, sizeof(ch->fifo), "chan", &ch->id);
+	if (ch->ibv.fd < 0) {
+		int e = errno;
+
+		free(ch);
+		errno = e;
+		return NULL;
+	}
+	sv_obj_add(&ch->obj, SV_K_CHAN);
+	return &ch->ibv;
+}
+
+SV_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel);
+int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
+{
+	struct sv_chan *ch = (struct sv_chan *)channel;
+
+	if (channel->refcnt)
+		return EBUSY;
+	close(channel->fd);
+	unlink(ch->fifo);
+	sv_obj_del(&ch->obj);
+	free(ch);
+	return 0;
+}
+
+static int sv_cq_slot_alloc(struct sv_cq *cq)
+{
+	struct sv_fabric *f = sv_g.fab;
+	int rc = ENOMEM;
+
+	if (sv_lock())
+		return EIO;
+	for (uint32_t n = 0; n < SV_MAX_CQ_SLOTS; n++) {
+		uint32_t slot = (f->cq_hint + n) % SV_MAX_CQ_SLOTS;
+		struct sv_shm_cq *c = &f->cqs[slot];
+
+		if (atomic_load(&c->pid))
+			continue;
+		c->gen++;
+		c->ring_bytes = (uint32_t)cq->ring_bytes;
+		atomic_store(&c->pid, sv_g.pid);
+		f->cq_hint = slot + 1;
+		cq->slot = slot;
+		cq->gen = c->gen;
+		rc = 0;
+		break;
+	}
+	sv_unlock();
+	return rc;
+}
+
+static void sv_cq_slot_free(struct sv_cq *cq)
+{
+	if (sv_lock())
+		return;
+	sv_seg_unlink('c', cq->slot, cq->gen);
+	atomic_store(&sv_g.fab->cqs[cq->slot].pid, 0);
+	sv_unlock();
+}
+
+static int sv_cq_ring_init(struct sv_cq *cq, struct sv_context *ctx, uint32_t cqe)
+{
+	struct sv_cq_ring *r;
+
+	r = sv_seg_create('c', cq->slot, cq->gen, cq->ring_bytes);
+	if (!r)
+		return errno ? errno : ENOMEM;
+	r->cap = (uint32_t)sv_pow2(cqe);
+	r->cqe = cqe;
+	r->owner_pid = sv_g.pid;
+	r->slot = cq->slot;
+	r->async_id = ctx->chan_id;
+	r->chan_id = cq->ibv.channel ? ((struct sv_chan *)cq->ibv.channel)->id : 0;
+	r->magic = SV_CQ_MAGIC;
+	cq->ring = r;
+	return 0;
+}
+
+SV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ibctx, int cqe, void *cq_context,
+				       struct ibv_comp_channel *channel, int comp_vector);
+struct ibv_cq *ibv_create_cq(struct ibv_context *ibctx, int cqe, void *cq_context,
+			     struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct sv_context *ctx = ibctx ? sv_ctx(ibctx) : NULL;
+	struct sv_cq *cq;
+	int rc;
+
+	if (!ctx || cqe < 1 || (uint32_t)cqe > ctx->dev->lim.max_cqe || comp_vector < 0 ||
+	    comp_vector >= ibctx->num_comp_vectors) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (sv_g.nobjs[SV_K_CQ] >= ctx->dev->lim.max_cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq->ibv.context = ibctx;
+	cq->ibv.channel = channel;
+	cq->ibv.cq_context = cq_context;
+	cq->ibv.cqe = cqe;
+	cq->chan_fd_w = -1;
+	cq->ring_bytes = sizeof(struct sv_cq_ring) + sv_pow2((uint64_t)cqe) * sizeof(struct sv_cqe);
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_mutex_init(&cq->ibv.mutex, NULL);
+	pthread_cond_init(&cq->ibv.cond, NULL);
+	rc = sv_cq_slot_alloc(cq);
+	if (rc)
+		goto err_free;
+	rc = sv_cq_ring_init(cq, ctx, (uint32_t)cqe);
+	if (rc)
+		goto err_slot;
+	cq->ibv.handle = cq->slot;
+	if (channel)
+		channel->refcnt++;
+	sv_g.cq_by_slot[cq->slot] = cq;
+	sv_obj_add(&cq->obj, SV_K_CQ);
+	return &cq->ibv;
+err_slot:
+	sv_cq_slot_free(cq);
+err_free:
+	free(cq);
+	errno = rc;
+	return NULL;
+}
+
+SV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq);
+int ibv_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct sv_cq *cq = (struct sv_cq *)ibcq;
+
+	if (!cq)
+		return EINVAL;
+	if (atomic_load(&cq->nqps))
+		return EBUSY;
+	sv_g.cq_by_slot[cq->slot] = NULL;
+	sv_cq_slot_free(cq);
+	munmap(cq->ring, cq->ring_bytes);
+	if (cq->chan_fd_w >= 0)
+		close(cq->chan_fd_w);
+	if (ibcq->channel)
+		ibcq->channel->refcnt--;
+	sv_obj_del(&cq->obj);
+	free(cq);
+	return 0;
+}
+
+SV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe);
+int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	(void)cq; (void)cqe;
+	return EOPNOTSUPP;
+}
+
+/* Pushes one completion.  Returns 0, or ENOSPC when the CQ overran (the
+ * entry is lost, the CQ is marked, its owner gets IBV_EVENT_CQ_ERR). */
+int sv_cq_push(struct sv_cq_ring *r, const struct sv_cqe *src)
+{
+	uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	struct sv_cqe *e;
+
+	do {
+		uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+
+		if (SV_UNLIKELY(t - h >= r->cqe)) {
+			if (!atomic_exchange(&r->overrun, 1)) {
+				sv_async_post_remote(r->owner_pid, r->async_id, IBV_EVENT_CQ_ERR,
+						     r->slot);
+				sv_bump_epoch();
+			}
+			return ENOSPC;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(&r->tail, &t, t + 1,
+							memory_order_acq_rel,
+							memory_order_relaxed));
+	e = &r->ents[t & (r->cap - 1)];
+	e->wr_id = src->wr_id;
+	e->status = src->status;
+	e->opcode = src->opcode;
+	e->byte_len = src->byte_len;
+	e->imm = src->imm;
+	e->qp_num = src->qp_num;
+	e->src_qp = src->src_qp;
+	e->wc_flags = src->wc_flags;
+	e->sq_idx = src->sq_idx;
+	e->slid = src->slid;
+	e->flags = src->flags;
+	e->vendor_err = src->vendor_err;
+	atomic_store_explicit(&e->seq, t + 1, memory_order_release);
+	return 0;
+}
+
+/* Wakes the CQ's completion channel if the CQ is armed. */
+void sv_cq_notify(struct sv_cq_ring *r, int *fd_cache)
+{
+	uint32_t slot = r->slot;
+
+	if (SV_LIKELY(!atomic_load_explicit(&r->armed, memory_order_acquire)))
+		return;
+	if (!r->chan_id || !atomic_exchange(&r->armed, 0))
+		return;
+	if (*fd_cache < 0) {
+		char path[320];
+
+		snprintf(path, sizeof(path), "%s/chan-%d-%u", sv_g.dir, (int)r->owner_pid,
+			 r->chan_id);
+		*fd_cache = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		if (*fd_cache < 0)
+			return;
+	}
+	if (write(*fd_cache, &slot, sizeof(slot)) != sizeof(slot))
+		sv_log("completion channel write failed: %s", strerror(errno));
+}
+
+static void sv_cqe_to_wc(const struct sv_cqe *e, struct ibv_wc *wc)
+{
+	wc->wr_id = e->wr_id;
+	wc->status = (enum ibv_wc_status)e->status;
+	wc->opcode = (enum ibv_wc_opcode)e->opcode;
+	wc->vendor_err = e->vendor_err;
+	wc->byte_len = e->byte_len;
+	wc->imm_data = e->imm;
+	wc->qp_num = e->qp_num;
+	wc->src_qp = e->src_qp;
+	wc->wc_flags = e->wc_flags;
+	wc->pkey_index = 0;
+	wc->slid = e->slid;
+	wc->sl = 0;
+	wc->dlid_path_bits = 0;
+}
+
+int sv_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	struct sv_cq *cq = (struct sv_cq *)ibcq;
+	struct sv_cq_ring *r = cq->ring;
+	uint64_t h;
+	int got = 0;
+
+	if (SV_UNLIKELY(atomic_load_explicit(&sv_g.fab->epoch, memory_order_relaxed) !=
+			atomic_load_explicit(&sv_g.seen_epoch, memory_order_relaxed) ||
+			atomic_load_explicit(&sv_g.nstalled, memory_order_relaxed)))
+		sv_sync_all();
+	pthread_spin_lock(&cq->lock);
+	h = atomic_load_explicit(&r->head, memory_order_relaxed);
+	for (; got < n; got++, h++) {
+		const struct sv_cqe *e = &r->ents[h & (r->cap - 1)];
+
+		if (atomic_load_explicit(&e->seq, memory_order_acquire) != h + 1)
+			break;
+		sv_cqe_to_wc(e, &wc[got]);
+		if (e->flags & SV_CQE_SQ) {
+			struct sv_qp *qp = sv_g.qp_by_slot[e->qp_num & (SV_MAX_QP_SLOTS - 1)];
+
+			if (qp && qp->ibv.qp_num == e->qp_num)
+				atomic_store_explicit(&qp->sq_free, (uint64_t)e->sq_idx + 1,
+						      memory_order_release);
+		}
+		atomic_store_explicit(&r->head, h + 1, memory_order_release);
+	}
+	pthread_spin_unlock(&cq->lock);
+	return got;
+}
+
+int sv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct sv_cq *cq = (struct sv_cq *)ibcq;
+
+	(void)solicited_only;
+	if (!ibcq->channel)
+		return EINVAL;
+	atomic_store_explicit(&cq->ring->armed, 1, memory_order_release);
+	return 0;
+}
+
+SV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
+			       void **cq_context);
+int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
+{
+	uint32_t slot;
+
+	for (;;) {
+		struct sv_cq *c;
+
+		if (read(channel->fd, &slot, sizeof(slot)) != sizeof(slot))
+			return -1;
+		c = sv_g.cq_by_slot[slot % SV_MAX_CQ_SLOTS];
+		if (!c || c->ibv.channel != channel)
+			continue;
+		*cq = &c->ibv;
+		*cq_context = c->ibv.cq_context;
+		return 0;
+	}
+}
+
+SV_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents);
+void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_mutex_unlock(&cq->mutex);
+}

@@ -1,0 +1,459 @@
+/*
+ * The requester engine: executes one send WQE in the initiator's process.
+ * It checks local SGEs, reachability of the peer, the remote key and range,
+ * moves the bytes with process_vm_writev/readv (memcpy within one process),
+ * consumes the responder's posted receive and pushes the responder's
+ * completion into its CQ ring, then the requester's own completion.  The
+ * responder's data is written before its completion is published (release
+ * store), so a RECV_RDMA_WITH_IMM completion implies all earlier writes of
+ * that QP are visible.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "sv.h"
+
+#define SV_MAX_IOV 64
+
+enum sv_exec { SV_DONE, SV_STALL };
+
+struct sv_iovs {
+	struct iovec v[SV_MAX_IOV];
+	int n;
+};
+
+static uint64_t sv_iov_len(const struct iovec *v, int n)
+{
+	uint64_t t = 0;
+
+	for (int i = 0; i < n; i++)
+		t += v[i].iov_len;
+	return t;
+}
+
+/* Advances an iovec array by `done` bytes. */
+static void sv_iov_advance(struct iovec **v, int *n, size_t done)
+{
+	while (*n && done >= (*v)->iov_len) {
+		done -= (*v)->iov_len;
+		(*v)++;
+		(*n)--;
+	}
+	if (*n && done) {
+		(*v)->iov_base = (char *)(*v)->iov_base + done;
+		(*v)->iov_len -= done;
+	}
+}
+
+static void sv_memcpy_iov(struct iovec *dst, int nd, struct iovec *src, int ns)
+{
+	while (nd && ns) {
+		size_t c = dst->iov_len < src->iov_len ? dst->iov_len : src->iov_len;
+
+		memcpy(dst->iov_base, src->iov_base, c);
+		sv_iov_advance(&dst, &nd, c);
+		sv_iov_advance(&src, &ns, c);
+	}
+}
+
+/* Moves bytes between our iovecs and pid's.  Returns 0 or an errno
+ * (ESRCH: the process is gone; EFAULT: a bad address). */
+static int sv_xfer(int32_t pid, bool write, struct iovec *l, int nl, struct iovec *r, int nr)
+{
+	uint64_t total = sv_iov_len(l, nl);
+
+	if (pid == sv_g.pid) {
+		if (write)
+			sv_memcpy_iov(r, nr, l, nl);
+		else
+			sv_memcpy_iov(l, nl, r, nr);
+		return 0;
+	}
+	while (total) {
+		ssize_t n = write ? process_vm_writev(pid, l, (unsigned long)nl, r,
+						      (unsigned long)nr, 0)
+				  : process_vm_readv(pid, l, (unsigned long)nl, r,
+						     (unsigned long)nr, 0);
+
+		if (n <= 0)
+			return n < 0 ? errno : EFAULT;
+		total -= (uint64_t)n;
+		sv_iov_advance(&l, &nl, (size_t)n);
+		sv_iov_advance(&r, &nr, (size_t)n);
+	}
+	return 0;
+}
+
+static void sv_complete(struct sv_qp *qp, uint64_t idx, uint32_t status, uint32_t len)
+{
+	const struct sv_swqe *w = &qp->sq[idx % qp->sq_cap];
+	struct sv_cqe e = {
+		.wr_id = w->wr_id,
+		.status = status,
+		.byte_len = len,
+		.qp_num = qp->ibv.qp_num,
+		.sq_idx = (uint32_t)idx,
+		.flags = SV_CQE_SQ,
+	};
+
+	if (status == IBV_WC_SUCCESS && !qp->sq_sig_all && !(w->flags & IBV_SEND_SIGNALED))
+		return;
+	switch (w->opcode) {
+	case IBV_WR_RDMA_READ: e.opcode = IBV_WC_RDMA_READ; break;
+	case IBV_WR_SEND: case IBV_WR_SEND_WITH_IMM: e.opcode = IBV_WC_SEND; break;
+	default: e.opcode = IBV_WC_RDMA_WRITE; break;
+	}
+	if (status != IBV_WC_SUCCESS)
+		e.vendor_err = 0x81;
+	sv_cq_push(qp->scq->ring, &e);
+	sv_cq_notify(qp->scq->ring, &qp->scq->chan_fd_w);
+}
+
+/* Error completion for the WQE, QP to error, the rest flushed. */
+static enum sv_exec sv_fail(struct sv_qp *qp, uint32_t status)
+{
+	sv_complete(qp, qp->sq_exec, status, 0);
+	qp->sq_exec++;
+	sv_qp_to_error(qp, false);
+	return SV_DONE;
+}
+
+static int sv_local_iovs(struct sv_qp *qp, const struct sv_swqe *w, uint64_t idx,
+			 struct sv_iovs *io)
+{
+	const struct ibv_sge *sg = &qp->sq_sge[(idx % qp->sq_cap) *
+					       (qp->cap.max_send_sge ? qp->cap.max_send_sge : 1)];
+	uint32_t need = w->opcode == IBV_WR_RDMA_READ ? IBV_ACCESS_LOCAL_WRITE : 0;
+
+	io->n = 0;
+	if (w->flags & IBV_SEND_INLINE && w->opcode != IBV_WR_RDMA_READ) {
+		io->v[0].iov_base = qp->sq_inline + (idx % qp->sq_cap) *
+				    ((size_t)qp->cap.max_inline_data + 1);
+		io->v[0].iov_len = w->length;
+		io->n = w->length ? 1 : 0;
+		return 0;
+	}
+	for (uint32_t i = 0; i < w->num_sge; i++) {
+		uint64_t va;
+
+		if (!sg[i].length)
+			continue;
+		if (sv_mr_check(sv_mr_lookup(sg[i].lkey), sg[i].lkey, sv_g.pid, qp->pd->id,
+				sg[i].addr, sg[i].length, need, &va))
+			return EACCES;
+		io->v[io->n].iov_base = (void *)(uintptr_t)va;
+		io->v[io->n].iov_len = sg[i].length;
+		io->n++;
+	}
+	return 0;
+}
+
+static const uint32_t sv_rnr_10us[32] = {
+	65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
+	768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+};
+
+static uint64_t sv_scaled(double ns)
+{
+	double v = ns * sv_timeout_scale();
+
+	return v < 1000.0 ? 1000 : (uint64_t)v;
+}
+
+/* The peer cannot be reached: retry until timeout * (retry_cnt + 1). */
+static enum sv_exec sv_unreachable(struct sv_qp *qp, struct sv_swqe *w, uint64_t now)
+{
+	if (w->wait != SV_WAIT_RETRY) {
+		w->wait = SV_WAIT_RETRY;
+		w->deadline = qp->attr.timeout ?
+			      now + sv_scaled(4096.0 * (double)(1ull << qp->attr.timeout) *
+					      (qp->attr.retry_cnt + 1)) : UINT64_MAX;
+	}
+	if (now < w->deadline)
+		return SV_STALL;
+	return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
+}
+
+/* No receive posted at the responder. */
+static enum sv_exec sv_rnr(struct sv_qp *qp, struct sv_swqe *w, uint64_t now)
+{
+	uint64_t delay = sv_scaled(10000.0 * sv_rnr_10us[qp->peer->min_rnr_timer & 31]);
+
+	if (w->wait != SV_WAIT_RNR) {
+		w->wait = SV_WAIT_RNR;
+		w->rnr_left = qp->attr.rnr_retry;
+		w->rnr_next = now + delay;
+		return SV_STALL;
+	}
+	if (qp->attr.rnr_retry == 7 || now < w->rnr_next)
+		return SV_STALL;
+	if (!w->rnr_left)
+		return sv_fail(qp, IBV_WC_RNR_RETRY_EXC_ERR);
+	w->rnr_left--;
+	w->rnr_next = now + delay;
+	return SV_STALL;
+}
+
+static bool sv_peer_ok(struct sv_qp *qp, uint64_t now)
+{
+	struct sv_shm_qp *p = qp->peer;
+	uint32_t st;
+
+	if (!p || qp->peer_dead || atomic_load_explicit(&p->qpn, memory_order_relaxed) !=
+	    qp->peer_qpn)
+		return false;
+	if (atomic_load_explicit(&p->cut, memory_order_relaxed) ||
+	    atomic_load_explicit(&qp->sh->cut, memory_order_relaxed))
+		return false;
+	st = atomic_load_explicit(&p->state, memory_order_acquire);
+	if (st != IBV_QPS_RTR && st != IBV_QPS_RTS)
+		return false;
+	if (SV_UNLIKELY(atomic_load_explicit(&sv_g.fab->knobs.nbad_gids, memory_order_relaxed)) &&
+	    qp->dgid_valid && sv_gid_unreachable(&qp->dgid))
+		return false;
+	if (SV_UNLIKELY(now - qp->peer_checked > SV_PEER_CHECK_NS)) {
+		qp->peer_checked = now;
+		if (!sv_pid_alive(qp->peer_pid))
+			qp->peer_dead = true;
+	}
+	return !qp->peer_dead;
+}
+
+/* Claims the responder's next receive; copies it to *out.  false: none. */
+static bool sv_claim_recv(struct sv_rq *rq, struct sv_rwqe *out, struct sv_rwqe_sge *sges)
+{
+	uint64_t h = atomic_load_explicit(&rq->head, memory_order_acquire);
+
+	for (;;) {
+		const struct sv_rwqe *e;
+
+		if (h == atomic_load_explicit(&rq->tail, memory_order_acquire))
+			return false;
+		e = (const struct sv_rwqe *)(rq->ents + (h & (rq->cap - 1)) * rq->stride);
+		*out = *e;
+		if (out->num_sge > rq->max_sge)
+			out->num_sge = rq->max_sge;
+		memcpy(sges, e->sge, out->num_sge * sizeof(*sges));
+		if (atomic_compare_exchange_weak_explicit(&rq->head, &h, h + 1,
+							  memory_order_acq_rel,
+							  memory_order_acquire))
+			return true;
+	}
+}
+
+static void sv_push_remote(struct sv_qp *qp, const struct sv_cqe *e)
+{
+	sv_cq_push(qp->peer_cq, e);
+	sv_cq_notify(qp->peer_cq, &qp->peer_chan_fd);
+}
+
+static void sv_responder_error(struct sv_qp *qp, const struct sv_rwqe *rw, uint32_t status)
+{
+	struct sv_cqe e = {
+		.wr_id = rw->wr_id, .status = status, .opcode = IBV_WC_RECV,
+		.qp_num = qp->peer_qpn, .src_qp = qp->ibv.qp_num, .vendor_err = 0x82,
+	};
+
+	sv_push_remote(qp, &e);
+	atomic_store(&qp->peer->state, IBV_QPS_ERR);
+	sv_bump_epoch();
+}
+
+/* Builds the responder iovecs for a SEND from its receive WQE. */
+static int sv_recv_iovs(struct sv_qp *qp, const struct sv_rwqe *rw,
+			const struct sv_rwqe_sge *sg, uint32_t len, struct sv_iovs *io)
+{
+	uint32_t left = len;
+
+	io->n = 0;
+	for (uint32_t i = 0; i < rw->num_sge && left; i++) {
+		uint32_t c = sg[i].length < left ? sg[i].length : left;
+		uint64_t va;
+
+		if (!c)
+			continue;
+		if (sv_mr_check(sv_mr_lookup(sg[i].lkey), sg[i].lkey, qp->peer_pid,
+				qp->peer->pd_id, sg[i].addr, sg[i].length,
+				IBV_ACCESS_LOCAL_WRITE, &va))
+			return EACCES;
+		io->v[io->n].iov_base = (void *)(uintptr_t)va;
+		io->v[io->n].iov_len = c;
+		io->n++;
+		left -= c;
+	}
+	return left ? EMSGSIZE : 0;
+}
+
+static uint32_t sv_recv_flags(const struct sv_qp *qp, bool imm)
+{
+	uint32_t f = imm ? IBV_WC_WITH_IMM : 0;
+
+	if (qp->ctx->dev->link_layer == IBV_LINK_LAYER_ETHERNET)
+		f |= IBV_WC_GRH;
+	return f;
+}
+
+static enum sv_exec sv_do_send(struct sv_qp *qp, struct sv_swqe *w, struct sv_iovs *lio,
+			       uint64_t now)
+{
+	struct sv_rwqe_sge sg[SV_MAX_IOV];
+	struct sv_rwqe rw;
+	struct sv_iovs rio;
+	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM;
+	struct sv_cqe e;
+	int rc;
+
+	if (!sv_claim_recv(qp->peer_rq, &rw, sg))
+		return sv_rnr(qp, w, now);
+	rc = sv_recv_iovs(qp, &rw, sg, w->length, &rio);
+	if (rc) {
+		sv_responder_error(qp, &rw, rc == EACCES ? IBV_WC_LOC_PROT_ERR : IBV_WC_LOC_LEN_ERR);
+		return sv_fail(qp, rc == EACCES ? IBV_WC_REM_OP_ERR : IBV_WC_REM_INV_REQ_ERR);
+	}
+	rc = sv_xfer(qp->peer_pid, true, lio->v, lio->n, rio.v, rio.n);
+	if (rc)
+		return rc == ESRCH ? sv_unreachable(qp, w, now) : sv_fail(qp, IBV_WC_REM_OP_ERR);
+	memset(&e, 0, sizeof(e));
+	e.wr_id = rw.wr_id;
+	e.opcode = IBV_WC_RECV;
+	e.byte_len = w->length;
+	e.imm = imm ? w->imm : 0;
+	e.qp_num = qp->peer_qpn;
+	e.src_qp = qp->ibv.qp_num;
+	e.wc_flags = sv_recv_flags(qp, imm);
+	e.slid = qp->sh->lid;
+	sv_push_remote(qp, &e);
+	return SV_DONE;
+}
+
+static enum sv_exec sv_do_rdma(struct sv_qp *qp, struct sv_swqe *w, struct sv_iovs *lio,
+			       uint64_t now)
+{
+	bool rd = w->opcode == IBV_WR_RDMA_READ;
+	uint32_t need = rd ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
+	struct sv_rwqe_sge sg[SV_MAX_IOV];
+	struct sv_rwqe rw;
+	struct iovec r;
+	uint64_t va = 0;
+	int rc;
+
+	if (w->length && (sv_mr_check(sv_mr_lookup(w->rkey), w->rkey, qp->peer_pid,
+				      qp->peer->pd_id, w->remote_addr, w->length, need, &va) ||
+			  !(atomic_load_explicit(&qp->peer->access, memory_order_relaxed) & need)))
+		return sv_fail(qp, IBV_WC_REM_ACCESS_ERR);
+	if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && !sv_claim_recv(qp->peer_rq, &rw, sg))
+		return sv_rnr(qp, w, now);
+	r.iov_base = (void *)(uintptr_t)va;
+	r.iov_len = w->length;
+	rc = w->length ? sv_xfer(qp->peer_pid, !rd, lio->v, lio->n, &r, 1) : 0;
+	if (rc)
+		return rc == ESRCH ? sv_unreachable(qp, w, now) : sv_fail(qp, IBV_WC_REM_ACCESS_ERR);
+	if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+		struct sv_cqe e = {
+			.wr_id = rw.wr_id, .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
+			.byte_len = w->length, .imm = w->imm, .qp_num = qp->peer_qpn,
+			.src_qp = qp->ibv.qp_num, .wc_flags = sv_recv_flags(qp, true),
+			.slid = qp->sh->lid,
+		};
+
+		sv_push_remote(qp, &e);
+	}
+	return SV_DONE;
+}
+
+/* Latency and bandwidth-cap knobs: when may this WQE execute? */
+static uint64_t sv_release_time(struct sv_qp *qp, const struct sv_swqe *w, uint64_t now)
+{
+	struct sv_device *dev = qp->ctx->dev;
+	struct sv_dev_knobs *k = dev->knobs;
+	uint64_t lat = atomic_load_explicit(&sv_g.fab->knobs.latency_ns, memory_order_relaxed);
+	uint64_t bw = 0, t;
+
+	if (k) {
+		lat += atomic_load_explicit(&k->latency_ns, memory_order_relaxed);
+		bw = atomic_load_explicit(&k->bw_mbps, memory_order_relaxed);
+	}
+	t = now + lat;
+	if (bw) {
+		uint32_t p = (qp->sh->port - 1) % SV_MAX_PORTS;
+		uint64_t start = dev->bw_busy_until[p] > now ? dev->bw_busy_until[p] : now;
+		uint64_t done = start + (uint64_t)w->length * 1000ull / bw;
+
+		dev->bw_busy_until[p] = done;
+		if (done > t)
+			t = done;
+	}
+	return t;
+}
+
+static bool sv_inject_error(struct sv_qp *qp)
+{
+	uint64_t g = atomic_load_explicit(&sv_g.fab->knobs.qp_err_after, memory_order_relaxed);
+	uint32_t n = atomic_load_explicit(&qp->sh->err_after, memory_order_relaxed);
+
+	qp->ops++;
+	return (n && qp->ops >= n) || (g && qp->ops > g);
+}
+
+/* Executes the WQE at sq_exec.  Caller holds qp->lock; QP is RTS. */
+static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
+{
+	struct sv_swqe *w = &qp->sq[qp->sq_exec % qp->sq_cap];
+	const struct sv_dev_knobs *k = qp->ctx->dev->knobs;
+	struct sv_iovs lio;
+	enum sv_exec r;
+
+	if (SV_UNLIKELY(!w->not_before))
+		w->not_before = sv_release_time(qp, w, now);
+	if (SV_UNLIKELY(w->not_before > now))
+		return SV_STALL;
+	if (SV_UNLIKELY(k && (atomic_load_explicit(&k->port_down, memory_order_relaxed) &
+			      (1u << qp->sh->port))))
+		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
+	if (!sv_peer_ok(qp, now))
+		return sv_unreachable(qp, w, now);
+	if (sv_local_iovs(qp, w, qp->sq_exec, &lio))
+		return sv_fail(qp, IBV_WC_LOC_PROT_ERR);
+	if (w->wait == SV_WAIT_NONE && SV_UNLIKELY(sv_inject_error(qp)))
+		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
+	if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM)
+		r = sv_do_send(qp, w, &lio, now);
+	else
+		r = sv_do_rdma(qp, w, &lio, now);
+	if (r == SV_STALL || atomic_load_explicit(&qp->sh->state, memory_order_relaxed) ==
+	    IBV_QPS_ERR)
+		return r;
+	w->wait = SV_WAIT_NONE;
+	sv_complete(qp, qp->sq_exec, IBV_WC_SUCCESS,
+		    w->opcode == IBV_WR_RDMA_READ ? w->length : w->length);
+	qp->sq_exec++;
+	return SV_DONE;
+}
+
+/* Runs queued WQEs in order until one must wait.  Caller holds qp->lock. */
+void sv_qp_progress(struct sv_qp *qp)
+{
+	uint64_t now = 0;
+	bool stall = false;
+
+	while (qp->sq_exec < qp->sq_post) {
+		if (atomic_load_explicit(&qp->sh->state, memory_order_relaxed) == IBV_QPS_ERR) {
+			sv_qp_to_error(qp, false);
+			break;
+		}
+		if (!now || qp->sq[qp->sq_exec % qp->sq_cap].wait != SV_WAIT_NONE)
+			now = sv_now_ns();
+		if (sv_exec_one(qp, now) == SV_STALL) {
+			stall = true;
+			break;
+		}
+	}
+	if (stall != qp->stalled) {
+		qp->stalled = stall;
+		if (stall)
+			atomic_fetch_add(&sv_g.nstalled, 1);
+		else
+			atomic_fetch_sub(&sv_g.nstalled, 1);
+	}
+}

@@ -1,0 +1,73 @@
+/*
+ * simverbs device limits and fabric table sizes: the one place for every cap
+ * a simulated device reports.  Configuration (SIMVERBS_DEVICES, SIMVERBS_CONFIG)
+ * may shrink the per-device limits below these defaults, never raise them above
+ * the SV_MAX_* table sizes.
+ */
+#ifndef SV_FABRIC_PARAM_H
+#define SV_FABRIC_PARAM_H
+
+#include <stdint.h>
+
+/* Shared-memory table sizes (hard upper bounds for the whole fabric). */
+enum {
+	SV_MAX_PROCS = 256,	/* processes attached at once */
+	SV_MAX_CTX = 512,	/* open device contexts, all processes */
+	SV_QP_SLOT_BITS = 12,
+	SV_MAX_QP_SLOTS = 1 << SV_QP_SLOT_BITS,	/* QPN = gen << 12 | slot */
+	SV_MAX_CQ_SLOTS = 4096,
+	SV_MAX_MR_SLOTS = 65536,	/* key = slot << 8 | tag */
+	SV_MAX_DEVICES = 16,
+	SV_MAX_PORTS = 2,
+	SV_GID_TBL_LEN = 32,
+	SV_MAX_BAD_GIDS = 16,
+	SV_NAME_MAX = 32,
+};
+
+/* Default device limits (kernel rxe_param.h style).  Per device, config can
+ * lower each of them: max_qp, max_qp_wr, max_sge, max_inline, max_cqe,
+ * max_mr_size, max_mr, max_pd, max_cq. */
+struct sv_limits {
+	uint32_t max_qp;
+	uint32_t max_qp_wr;
+	uint32_t max_sge;
+	uint32_t max_inline_data;
+	uint32_t max_cqe;
+	uint64_t max_mr_size;
+	uint32_t max_mr;
+	uint32_t max_pd;
+	uint32_t max_cq;
+	uint32_t max_qp_rd_atom;
+	uint32_t max_res_rd_atom;
+	uint32_t max_pkeys;
+};
+
+#define SV_DEFAULT_LIMITS { \
+	.max_qp = 1024, \
+	.max_qp_wr = 16384, \
+	.max_sge = 30, \
+	.max_inline_data = 256, \
+	.max_cqe = 65535, \
+	.max_mr_size = 1ull << 40, \
+	.max_mr = 16384, \
+	.max_pd = 1024, \
+	.max_cq = 2048, \
+	.max_qp_rd_atom = 16, \
+	.max_res_rd_atom = 16 * 1024, \
+	.max_pkeys = 1, \
+}
+
+/* Port defaults: 4X HDR (200 Gb/s) InfiniBand, 100 GbE-ish RoCE. */
+#define SV_DEFAULT_IB_SPEED	64	/* IBV_SPEED HDR (50 Gb/s per lane) */
+#define SV_DEFAULT_ETH_SPEED	32	/* EDR/25 Gb/s per lane -> 4X = 100 Gb/s */
+#define SV_DEFAULT_WIDTH	2	/* 4X */
+#define SV_DEFAULT_MTU		5	/* IBV_MTU_4096 */
+#define SV_VENDOR_ID		0x02c9	/* shows as Mellanox to tools */
+#define SV_VENDOR_PART_ID	4123	/* ConnectX-6 */
+
+/* Retry-exceeded delay = 4.096us * 2^timeout * (retry_cnt + 1) * scale. */
+#define SV_DEFAULT_TIMEOUT_SCALE 0.01
+/* How often an initiator re-checks that its peer process is alive (ns). */
+#define SV_PEER_CHECK_NS	2000000ull
+
+#endif

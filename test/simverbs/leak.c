@@ -1,0 +1,112 @@
+/*
+ * Leak report and process lifecycle: objects still open at exit are listed
+ * (SIMVERBS_LEAK_CHECK=1: on stderr, and the process exits with status 99),
+ * the fabric is left cleanly, and a forked child starts with no objects.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sv.h"
+
+#define SV_LEAK_EXIT 99
+
+static const char *const sv_kind_names[SV_K_NKINDS] = {
+	[SV_K_CTX] = "context", [SV_K_PD] = "pd", [SV_K_MR] = "mr",
+	[SV_K_CQ] = "cq", [SV_K_QP] = "qp", [SV_K_CHAN] = "comp_channel",
+};
+
+static int sv_leak_line(const struct sv_obj *o, char *buf, size_t len)
+{
+	const char *k = sv_kind_names[o->kind];
+
+	switch (o->kind) {
+	case SV_K_CTX: {
+		const struct sv_context *c = (const void *)((const char *)o -
+							    offsetof(struct sv_context, obj));
+		return snprintf(buf, len, "%s %s", k, c->dev->ibv.name);
+	}
+	case SV_K_MR: {
+		const struct sv_mr *m = (const void *)((const char *)o -
+						       offsetof(struct sv_mr, obj));
+		return snprintf(buf, len, "%s lkey 0x%x addr %p len %zu", k, m->ibv.lkey,
+				m->ibv.addr, m->ibv.length);
+	}
+	case SV_K_QP: {
+		const struct sv_qp *q = (const void *)((const char *)o -
+						       offsetof(struct sv_qp, obj));
+		return snprintf(buf, len, "%s 0x%x", k, q->ibv.qp_num);
+	}
+	case SV_K_CQ: {
+		const struct sv_cq *c = (const void *)((const char *)o -
+						       offsetof(struct sv_cq, obj));
+		return snprintf(buf, len, "%s cqe %d", k, c->ibv.cqe);
+	}
+	default:
+		return snprintf(buf, len, "%s", k);
+	}
+}
+
+/* Lists open objects into out ("simverbs leak: <object>" lines). */
+void sv_leak_report(char *out, size_t outlen, unsigned int *count)
+{
+	size_t o = 0;
+
+	*count = 0;
+	if (outlen)
+		out[0] = '\0';
+	pthread_mutex_lock(&sv_g.lock);
+	for (int k = 0; k < SV_K_NKINDS; k++) {
+		const struct sv_obj *h = &sv_g.objs[k];
+
+		if (!h->next)
+			continue;
+		for (const struct sv_obj *x = h->next; x != h; x = x->next) {
+			char line[200];
+
+			(*count)++;
+			sv_leak_line(x, line, sizeof(line));
+			if (o < outlen)
+				o += (size_t)snprintf(out + o, outlen - o,
+						      "simverbs leak: %s\n", line);
+		}
+	}
+	pthread_mutex_unlock(&sv_g.lock);
+}
+
+static void sv_atfork_child(void)
+{
+	memset(sv_g.objs, 0, sizeof(sv_g.objs));
+	memset(sv_g.nobjs, 0, sizeof(sv_g.nobjs));
+	memset(sv_g.qp_by_slot, 0, sizeof(sv_g.qp_by_slot));
+	memset(sv_g.cq_by_slot, 0, sizeof(sv_g.cq_by_slot));
+	sv_g.nlqp = 0;
+	atomic_store(&sv_g.nstalled, 0);
+	sv_g.attached = false;
+	sv_g.proc_slot = -1;
+	pthread_mutex_init(&sv_g.lock, NULL);
+}
+
+__attribute__((constructor)) static void sv_init(void)
+{
+	pthread_atfork(NULL, NULL, sv_atfork_child);
+}
+
+__attribute__((destructor)) static void sv_fini(void)
+{
+	const char *chk = getenv("SIMVERBS_LEAK_CHECK");
+	unsigned int n = 0;
+	char out[8192];
+
+	if (!sv_g.attached || sv_g.pid != getpid())
+		return;
+	sv_leak_report(out, sizeof(out), &n);
+	sv_detach();
+	if (n && chk && !strcmp(chk, "1")) {
+		fprintf(stderr, "%ssimverbs: %u object(s) leaked (SIMVERBS_LEAK_CHECK=1)\n", out,
+			n);
+		fflush(stderr);
+		_exit(SV_LEAK_EXIT);
+	}
+}

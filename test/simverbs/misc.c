@@ -1,0 +1,374 @@
+/*
+ * The rest of the libibverbs ABI: string helpers, rate conversions, fork
+ * support, and the verbs simverbs does not implement (they fail cleanly with
+ * EOPNOTSUPP: int verbs return it, pointer verbs return NULL with errno set).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "sv.h"
+
+SV_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status);
+const char *ibv_wc_status_str(enum ibv_wc_status status)
+{
+	static const char *const s[] = {
+		[IBV_WC_SUCCESS] = "success",
+		[IBV_WC_LOC_LEN_ERR] = "local length error",
+		[IBV_WC_LOC_QP_OP_ERR] = "local QP operation error",
+		[IBV_WC_LOC_EEC_OP_ERR] = "local EE context operation error",
+		[IBV_WC_LOC_PROT_ERR] = "local protection error",
+		[IBV_WC_WR_FLUSH_ERR] = "Work Request Flushed Error",
+		[IBV_WC_MW_BIND_ERR] = "memory management operation error",
+		[IBV_WC_BAD_RESP_ERR] = "bad response error",
+		[IBV_WC_LOC_ACCESS_ERR] = "local access error",
+		[IBV_WC_REM_INV_REQ_ERR] = "remote invalid request error",
+		[IBV_WC_REM_ACCESS_ERR] = "remote access error",
+		[IBV_WC_REM_OP_ERR] = "remote operation error",
+		[IBV_WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
+		[IBV_WC_RNR_RETRY_EXC_ERR] = "RNR retry counter exceeded",
+		[IBV_WC_LOC_RDD_VIOL_ERR] = "local RDD violation error",
+		[IBV_WC_REM_INV_RD_REQ_ERR] = "remote invalid RD request",
+		[IBV_WC_REM_ABORT_ERR] = "aborted error",
+		[IBV_WC_INV_EECN_ERR] = "invalid EE context number",
+		[IBV_WC_INV_EEC_STATE_ERR] = "invalid EE context state",
+		[IBV_WC_FATAL_ERR] = "fatal error",
+		[IBV_WC_RESP_TIMEOUT_ERR] = "response timeout error",
+		[IBV_WC_GENERAL_ERR] = "general error",
+		[IBV_WC_TM_ERR] = "TM error",
+		[IBV_WC_TM_RNDV_INCOMPLETE] = "TM software rendezvous",
+	};
+
+	if ((unsigned int)status < sizeof(s) / sizeof(s[0]) && s[status])
+		return s[status];
+	return "unknown";
+}
+
+SV_EXPORT const char *ibv_event_type_str(enum ibv_event_type event);
+const char *ibv_event_type_str(enum ibv_event_type event)
+{
+	static const char *const s[] = {
+		[IBV_EVENT_CQ_ERR] = "CQ error",
+		[IBV_EVENT_QP_FATAL] = "local work queue catastrophic error",
+		[IBV_EVENT_QP_REQ_ERR] = "invalid request local work queue error",
+		[IBV_EVENT_QP_ACCESS_ERR] = "local access violation work queue error",
+		[IBV_EVENT_COMM_EST] = "communication established",
+		[IBV_EVENT_SQ_DRAINED] = "send queue drained",
+		[IBV_EVENT_PATH_MIG] = "path migrated",
+		[IBV_EVENT_PATH_MIG_ERR] = "path migration request error",
+		[IBV_EVENT_DEVICE_FATAL] = "local catastrophic error",
+		[IBV_EVENT_PORT_ACTIVE] = "port active",
+		[IBV_EVENT_PORT_ERR] = "port error",
+		[IBV_EVENT_LID_CHANGE] = "LID change",
+		[IBV_EVENT_PKEY_CHANGE] = "P_Key change",
+		[IBV_EVENT_SM_CHANGE] = "SM change",
+		[IBV_EVENT_SRQ_ERR] = "SRQ catastrophic error",
+		[IBV_EVENT_SRQ_LIMIT_REACHED] = "SRQ limit reached",
+		[IBV_EVENT_QP_LAST_WQE_REACHED] = "last WQE reached",
+		[IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
+		[IBV_EVENT_GID_CHANGE] = "GID table change",
+		[IBV_EVENT_WQ_FATAL] = "WQ fatal",
+	};
+
+	if ((unsigned int)event < sizeof(s) / sizeof(s[0]) && s[event])
+		return s[event];
+	return "unknown";
+}
+
+SV_EXPORT const char *ibv_node_type_str(enum ibv_node_type node_type);
+const char *ibv_node_type_str(enum ibv_node_type node_type)
+{
+	switch (node_type) {
+	case IBV_NODE_CA: return "InfiniBand channel adapter";
+	case IBV_NODE_SWITCH: return "InfiniBand switch";
+	case IBV_NODE_ROUTER: return "InfiniBand router";
+	case IBV_NODE_RNIC: return "iWARP NIC";
+	case IBV_NODE_USNIC: return "usNIC";
+	case IBV_NODE_USNIC_UDP: return "usNIC UDP";
+	default: return "unknown";
+	}
+}
+
+SV_EXPORT const char *ibv_port_state_str(enum ibv_port_state port_state);
+const char *ibv_port_state_str(enum ibv_port_state port_state)
+{
+	static const char *const s[] = { "PORT_NOP", "PORT_DOWN", "PORT_INIT", "PORT_ARMED",
+					 "PORT_ACTIVE", "PORT_ACTIVE_DEFER" };
+
+	return (unsigned int)port_state < 6 ? s[port_state] : "unknown";
+}
+
+/* Rate table: enum value, multiple of 2.5 Gb/s, Mb/s. */
+static const struct {
+	int rate, mult, mbps;
+} sv_rates[] = {
+	{ IBV_RATE_2_5_GBPS, 1, 2500 }, { IBV_RATE_5_GBPS, 2, 5000 },
+	{ IBV_RATE_10_GBPS, 4, 10000 }, { IBV_RATE_20_GBPS, 8, 20000 },
+	{ IBV_RATE_30_GBPS, 12, 30000 }, { IBV_RATE_40_GBPS, 16, 40000 },
+	{ IBV_RATE_60_GBPS, 24, 60000 }, { IBV_RATE_80_GBPS, 32, 80000 },
+	{ IBV_RATE_120_GBPS, 48, 120000 }, { IBV_RATE_14_GBPS, 5, 14062 },
+	{ IBV_RATE_56_GBPS, 22, 56250 }, { IBV_RATE_112_GBPS, 45, 112500 },
+	{ IBV_RATE_168_GBPS, 67, 168750 }, { IBV_RATE_25_GBPS, 10, 25781 },
+	{ IBV_RATE_100_GBPS, 40, 103125 }, { IBV_RATE_200_GBPS, 80, 206250 },
+	{ IBV_RATE_300_GBPS, 120, 309375 }, { IBV_RATE_28_GBPS, 11, 28125 },
+	{ IBV_RATE_50_GBPS, 20, 53125 }, { IBV_RATE_400_GBPS, 160, 425000 },
+	{ IBV_RATE_600_GBPS, 240, 637500 }, { IBV_RATE_800_GBPS, 320, 850000 },
+	{ IBV_RATE_1200_GBPS, 480, 1275000 },
+};
+#define SV_NRATES (sizeof(sv_rates) / sizeof(sv_rates[0]))
+
+SV_EXPORT int ibv_rate_to_mult(enum ibv_rate rate);
+int ibv_rate_to_mult(enum ibv_rate rate)
+{
+	for (size_t i = 0; i < SV_NRATES; i++)
+		if (sv_rates[i].rate == (int)rate)
+			return sv_rates[i].mult;
+	return -1;
+}
+
+SV_EXPORT enum ibv_rate mult_to_ibv_rate(int mult);
+enum ibv_rate mult_to_ibv_rate(int mult)
+{
+	for (size_t i = 0; i < SV_NRATES; i++)
+		if (sv_rates[i].mult == mult)
+			return (enum ibv_rate)sv_rates[i].rate;
+	return IBV_RATE_MAX;
+}
+
+SV_EXPORT int ibv_rate_to_mbps(enum ibv_rate rate);
+int ibv_rate_to_mbps(enum ibv_rate rate)
+{
+	for (size_t i = 0; i < SV_NRATES; i++)
+		if (sv_rates[i].rate == (int)rate)
+			return sv_rates[i].mbps;
+	return -1;
+}
+
+SV_EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps);
+enum ibv_rate mbps_to_ibv_rate(int mbps)
+{
+	for (size_t i = 0; i < SV_NRATES; i++)
+		if (sv_rates[i].mbps == mbps)
+			return (enum ibv_rate)sv_rates[i].rate;
+	return IBV_RATE_MAX;
+}
+
+/* Data moves by process_vm_writev into the live address space, so forked
+ * children never share pinned pages: fork support is always "on". */
+SV_EXPORT int ibv_fork_init(void);
+int ibv_fork_init(void)
+{
+	return 0;
+}
+
+SV_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void);
+enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+	return IBV_FORK_UNNEEDED;
+}
+
+SV_EXPORT int ibv_dontfork_range(void *base, size_t size);
+int ibv_dontfork_range(void *base, size_t size)
+{
+	(void)base; (void)size;
+	return 0;
+}
+
+SV_EXPORT int ibv_dofork_range(void *base, size_t size);
+int ibv_dofork_range(void *base, size_t size)
+{
+	(void)base; (void)size;
+	return 0;
+}
+
+SV_EXPORT void ibv_register_driver(const char *name, void *init_func);
+void ibv_register_driver(const char *name, void *init_func)
+{
+	(void)name; (void)init_func;
+}
+
+SV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op,
+					 uint32_t flags);
+int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
+{
+	(void)qp; (void)op; (void)flags;
+	return 0;
+}
+
+/* ECE is not emulated: both directions say EOPNOTSUPP. */
+SV_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece);
+int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	(void)qp; (void)ece;
+	return EOPNOTSUPP;
+}
+
+SV_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece);
+int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	(void)qp; (void)ece;
+	return EOPNOTSUPP;
+}
+
+#define SV_NULL_EOPNOTSUPP do { errno = EOPNOTSUPP; return NULL; } while (0)
+
+SV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp);
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	(void)qp;
+	SV_NULL_EOPNOTSUPP;
+}
+
+SV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	(void)pd; (void)attr;
+	SV_NULL_EOPNOTSUPP;
+}
+
+SV_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
+					       struct ibv_grh *grh, uint8_t port_num);
+struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh,
+				     uint8_t port_num)
+{
+	(void)pd; (void)wc; (void)grh; (void)port_num;
+	SV_NULL_EOPNOTSUPP;
+}
+
+SV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
+				  struct ibv_wc *wc, struct ibv_grh *grh,
+				  struct ibv_ah_attr *ah_attr);
+int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc,
+			struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
+{
+	(void)context; (void)port_num; (void)wc; (void)grh; (void)ah_attr;
+	return EOPNOTSUPP;
+}
+
+SV_EXPORT int ibv_destroy_ah(struct ibv_ah *ah);
+int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	(void)ah;
+	return EOPNOTSUPP;
+}
+
+SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
+struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	(void)pd; (void)attr;
+	SV_NULL_EOPNOTSUPP;
+}
+
+SV_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask);
+int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
+{
+	(void)srq; (void)attr; (void)mask;
+	return EOPNOTSUPP;
+}
+
+SV_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
+int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	(void)srq; (void)attr;
+	return EOPNOTSUPP;
+}
+
+SV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq);
+int ibv_destroy_srq(struct ibv_srq *srq)
+{
+	(void)srq;
+	return EOPNOTSUPP;
+}
+
+SV_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)qp; (void)gid; (void)lid;
+	return EOPNOTSUPP;
+}
+
+SV_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)qp; (void)gid; (void)lid;
+	return EOPNOTSUPP;
+}
+
+SV_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *context, struct ibv_ah_attr *attr,
+					  uint8_t eth_mac[ETHERNET_LL_SIZE], uint16_t *vid);
+int ibv_resolve_eth_l2_from_gid(struct ibv_context *context, struct ibv_ah_attr *attr,
+				uint8_t eth_mac[ETHERNET_LL_SIZE], uint16_t *vid)
+{
+	(void)context; (void)attr; (void)eth_mac; (void)vid;
+	return EOPNOTSUPP;
+}
+
+SV_EXPORT struct ibv_context *ibv_import_device(int cmd_fd);
+struct ibv_context *ibv_import_device(int cmd_fd)
+{
+	(void)cmd_fd;
+	SV_NULL_EOPNOTSUPP;
+}
+
+SV_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle);
+struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle)
+{
+	(void)context; (void)pd_handle;
+	SV_NULL_EOPNOTSUPP;
+}
+
+SV_EXPORT void ibv_unimport_pd(struct ibv_pd *pd);
+void ibv_unimport_pd(struct ibv_pd *pd)
+{
+	(void)pd;
+}
+
+SV_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle);
+struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	(void)pd; (void)mr_handle;
+	SV_NULL_EOPNOTSUPP;
+}
+
+SV_EXPORT void ibv_unimport_mr(struct ibv_mr *mr);
+void ibv_unimport_mr(struct ibv_mr *mr)
+{
+	(void)mr;
+}
+
+SV_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle);
+struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
+{
+	(void)context; (void)dm_handle;
+	SV_NULL_EOPNOTSUPP;
+}
+
+SV_EXPORT void ibv_unimport_dm(struct ibv_dm *dm);
+void ibv_unimport_dm(struct ibv_dm *dm)
+{
+	(void)dm;
+}
+
+/* Kernel-ABI copy helpers librdmacm links against; nothing to convert here. */
+SV_EXPORT void ibv_copy_qp_attr_from_kern(void *dst, void *src);
+void ibv_copy_qp_attr_from_kern(void *dst, void *src)
+{
+	(void)dst; (void)src;
+}
+
+SV_EXPORT void ibv_copy_ah_attr_from_kern(void *dst, void *src);
+void ibv_copy_ah_attr_from_kern(void *dst, void *src)
+{
+	(void)dst; (void)src;
+}
+
+SV_EXPORT void ibv_copy_path_rec_from_kern(void *dst, void *src);
+void ibv_copy_path_rec_from_kern(void *dst, void *src)
+{
+	(void)dst; (void)src;
+}
+
+SV_EXPORT void ibv_copy_path_rec_to_kern(void *dst, void *src);
+void ibv_copy_path_rec_to_kern(void *dst, void *src)
+{
+	(void)dst; (void)src;
+}

@@ -1,0 +1,102 @@
+/*
+ * Process-wide simverbs state, object lists (for the leak report), clock,
+ * logging and the FIFOs that carry completion-channel and async events
+ * between processes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sv.h"
+
+struct sv_global sv_g = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.proc_slot = -1,
+};
+
+void sv_obj_add(struct sv_obj *o, enum sv_kind kind)
+{
+	struct sv_obj *h = &sv_g.objs[kind];
+
+	pthread_mutex_lock(&sv_g.lock);
+	if (!h->next)
+		h->next = h->prev = h;
+	o->kind = kind;
+	o->next = h;
+	o->prev = h->prev;
+	h->prev->next = o;
+	h->prev = o;
+	sv_g.nobjs[kind]++;
+	pthread_mutex_unlock(&sv_g.lock);
+}
+
+void sv_obj_del(struct sv_obj *o)
+{
+	pthread_mutex_lock(&sv_g.lock);
+	if (o->next) {
+		o->prev->next = o->next;
+		o->next->prev = o->prev;
+		o->next = o->prev = NULL;
+		sv_g.nobjs[o->kind]--;
+	}
+	pthread_mutex_unlock(&sv_g.lock);
+}
+
+uint64_t sv_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void sv_log(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "simverbs[%d]: %s\n", (int)getpid(), buf);
+}
+
+/* Creates <dir>/<what>-<pid>-<id> and opens it read-write (so it never sees
+ * EOF and writers never get ENXIO while we live).  Returns the fd or -1. */
+int sv_fifo_create(char *path, size_t len, const char *what, uint32_t *id)
+{
+	int fd;
+
+	*id = sv_next_id();
+	snprintf(path, len, "%s/%s-%d-%u", sv_g.dir, what, (int)sv_g.pid, *id);
+	unlink(path);
+	if (mkfifo(path, 0600))
+		return -1;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		unlink(path);
+	return fd;
+}
+
+/* Writes one message (<= PIPE_BUF, so atomic) to another process's FIFO.
+ * Returns 0 or a positive errno. */
+int sv_fifo_send(int32_t pid, const char *what, uint32_t id, const void *msg, size_t len)
+{
+	char path[320];
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "%s/%s-%d-%u", sv_g.dir, what, (int)pid, id);
+	fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	if (write(fd, msg, len) != (ssize_t)len)
+		rc = errno ? errno : EIO;
+	close(fd);
+	return rc;
+}

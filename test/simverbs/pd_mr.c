@@ -1,0 +1,277 @@
+/*
+ * Protection domains and memory regions.  Every MR lives in the fabric's MR
+ * table (key -> owner pid, PD, access, address range) so initiators in other
+ * processes can check rkeys without the owner's help.  Keys: slot << 8 | tag,
+ * lkey == rkey.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "sv.h"
+
+SV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ibctx);
+struct ibv_pd *ibv_alloc_pd(struct ibv_context *ibctx)
+{
+	struct sv_pd *pd;
+
+	if (!ibctx) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (sv_g.nobjs[SV_K_PD] >= sv_ctx(ibctx)->dev->lim.max_pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd->ibv.context = ibctx;
+	pd->id = sv_next_id();
+	pd->ibv.handle = pd->id;
+	sv_obj_add(&pd->obj, SV_K_PD);
+	return &pd->ibv;
+}
+
+SV_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd);
+int ibv_dealloc_pd(struct ibv_pd *ibpd)
+{
+	struct sv_pd *pd = (struct sv_pd *)ibpd;
+
+	if (!pd)
+		return EINVAL;
+	if (atomic_load(&pd->children))
+		return EBUSY;
+	sv_obj_del(&pd->obj);
+	free(pd);
+	return 0;
+}
+
+/* Every page of [addr, addr+len) must be mapped, as pinning requires. */
+static bool sv_range_mapped(uintptr_t addr, size_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uintptr_t start = addr & ~((uintptr_t)pg - 1);
+	uintptr_t end = addr + len;
+	unsigned char vec[1024];
+
+	while (start < end) {
+		size_t pages = (end - start + (size_t)pg - 1) / (size_t)pg;
+		size_t chunk = pages > sizeof(vec) ? sizeof(vec) : pages;
+
+		if (mincore((void *)start, chunk * (size_t)pg, vec))
+			return false;
+		start += chunk * (size_t)pg;
+	}
+	return true;
+}
+
+static int sv_mr_slot_alloc(struct sv_mr *mr, uint64_t addr, uint64_t len, uint64_t iova,
+			    uint32_t access)
+{
+	struct sv_fabric *f = sv_g.fab;
+	int rc = ENOMEM;
+
+	if (sv_lock())
+		return EIO;
+	for (uint32_t n = 0; n < SV_MAX_MR_SLOTS; n++) {
+		uint32_t slot = (f->mr_hint + n) % SV_MAX_MR_SLOTS;
+		struct sv_shm_mr *m = &f->mrs[slot];
+		uint32_t tag;
+
+		if (!slot || atomic_load(&m->key))
+			continue;
+		tag = (sv_next_id() & 0xff) | 1;
+		m->pid = sv_g.pid;
+		m->pd_id = mr->pd->id;
+		m->access = access;
+		m->addr = addr;
+		m->length = len;
+		m->iova = iova;
+		atomic_store(&m->key, slot << 8 | tag);
+		f->mr_hint = slot + 1;
+		mr->slot = slot;
+		mr->ibv.lkey = mr->ibv.rkey = slot << 8 | tag;
+		rc = 0;
+		break;
+	}
+	sv_unlock();
+	return rc;
+}
+
+static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64_t iova,
+			     unsigned int access, void *map, size_t map_len)
+{
+	struct sv_pd *pd = (struct sv_pd *)ibpd;
+	const struct sv_limits *lim;
+	struct sv_mr *mr;
+	int rc;
+
+	if (!pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	lim = &sv_ctx(ibpd->context)->dev->lim;
+	if (!len || len > lim->max_mr_size ||
+	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	     !(access & IBV_ACCESS_LOCAL_WRITE))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (sv_g.nobjs[SV_K_MR] >= lim->max_mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (!sv_range_mapped((uintptr_t)addr, len)) {
+		errno = EFAULT;
+		return NULL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	mr->pd = pd;
+	mr->map = map;
+	mr->map_len = map_len;
+	rc = sv_mr_slot_alloc(mr, (uintptr_t)addr, len, iova, access);
+	if (rc) {
+		free(mr);
+		errno = rc;
+		return NULL;
+	}
+	mr->ibv.context = ibpd->context;
+	mr->ibv.pd = ibpd;
+	mr->ibv.addr = addr;
+	mr->ibv.length = len;
+	mr->ibv.handle = mr->slot;
+	atomic_fetch_add(&pd->children, 1);
+	sv_obj_add(&mr->obj, SV_K_MR);
+	return &mr->ibv;
+}
+
+#undef ibv_reg_mr
+SV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access);
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	return sv_reg(pd, addr, length, (uintptr_t)addr, (unsigned int)access, NULL, 0);
+}
+
+#undef ibv_reg_mr_iova
+SV_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
+					 uint64_t iova, int access);
+struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+			       int access)
+{
+	return sv_reg(pd, addr, length, iova, (unsigned int)access, NULL, 0);
+}
+
+SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
+					  uint64_t iova, unsigned int access);
+struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+				unsigned int access)
+{
+	return sv_reg(pd, addr, length, iova, access, NULL, 0);
+}
+
+/* dma-buf MRs: the fd must be mappable (memfd, udmabuf, a CPU-visible
+ * dma-buf); simverbs maps [offset, offset+length) and moves data through that
+ * mapping, so the bytes are shared with every other mapping of the buffer. */
+SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+					   uint64_t iova, int fd, int access);
+struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+				 uint64_t iova, int fd, int access)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t base = offset & ~((uint64_t)pg - 1);
+	size_t map_len = length + (size_t)(offset - base);
+	struct ibv_mr *mr;
+	void *map;
+
+	if (fd < 0) {
+		errno = EBADF;
+		return NULL;
+	}
+	if (!pd || !length) {
+		errno = EINVAL;
+		return NULL;
+	}
+	map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)base);
+	if (map == MAP_FAILED)
+		return NULL;
+	mr = sv_reg(pd, (char *)map + (offset - base), length, iova, (unsigned int)access, map,
+		    map_len);
+	if (!mr) {
+		int e = errno;
+
+		munmap(map, map_len);
+		errno = e;
+	}
+	return mr;
+}
+
+SV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr);
+int ibv_dereg_mr(struct ibv_mr *ibmr)
+{
+	struct sv_mr *mr = (struct sv_mr *)ibmr;
+	struct sv_shm_mr *m;
+
+	if (!mr)
+		return EINVAL;
+	m = &sv_g.fab->mrs[mr->slot];
+	if (atomic_load(&m->key) != ibmr->lkey)
+		return EINVAL;
+	if (sv_lock())
+		return EIO;
+	atomic_store(&m->key, 0);
+	sv_unlock();
+	if (mr->map)
+		munmap(mr->map, mr->map_len);
+	atomic_fetch_sub(&mr->pd->children, 1);
+	sv_obj_del(&mr->obj);
+	free(mr);
+	return 0;
+}
+
+SV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
+			   size_t length, int access);
+int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
+		 int access)
+{
+	(void)mr; (void)flags; (void)pd; (void)addr; (void)length; (void)access;
+	errno = EOPNOTSUPP;
+	return IBV_REREG_MR_ERR_INPUT;
+}
+
+struct sv_shm_mr *sv_mr_lookup(uint32_t key)
+{
+	uint32_t slot = key >> 8;
+
+	if (!slot || slot >= SV_MAX_MR_SLOTS)
+		return NULL;
+	return &sv_g.fab->mrs[slot];
+}
+
+/*
+ * The four checks of an MR access (rxe's lookup_mr): key matches a live MR of
+ * the expected owner and PD, the access rights include `need`, and
+ * [addr, addr+len) lies inside the region (overflow-safe).  Returns 0 (with
+ * the owner's virtual address in *va), EACCES for key/PD/rights, ERANGE.
+ */
+int sv_mr_check(const struct sv_shm_mr *m, uint32_t key, int32_t pid, uint32_t pd_id,
+		uint64_t addr, uint64_t len, uint32_t need, uint64_t *va)
+{
+	if (!m || atomic_load_explicit(&m->key, memory_order_acquire) != key || m->pid != pid ||
+	    m->pd_id != pd_id)
+		return EACCES;
+	if ((m->access & need) != need)
+		return EACCES;
+	if (addr < m->iova || len > m->length || addr - m->iova > m->length - len)
+		return ERANGE;
+	*va = m->addr + (addr - m->iova);
+	return 0;
+}

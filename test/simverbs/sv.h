@@ -1,0 +1,441 @@
+/*
+ * simverbs internal header: shared-memory fabric layout, process-local
+ * objects, and the internal functions of each file (grouped per file).
+ *
+ * Ownership rules for shared memory (the fabric segment and the per-object
+ * CQ/RQ segments):
+ *  - Table slots (procs, ctxs, cqs, qps, mrs) are allocated and freed only under
+ *    the fabric's robust mutex; the data path reads them without the lock.
+ *  - A CQ ring has many producers (any initiator, in any process) and one
+ *    consumer (the owner process).  Producers reserve a ticket with CAS on
+ *    `tail` (refusing when the ring holds `cqe` entries: overrun) and publish
+ *    the entry by storing seq = ticket + 1 with release order.
+ *  - A receive queue has one producer (the owner, post_recv) and consumers that
+ *    claim entries with CAS on `head` after reading them (initiators, flush).
+ *  - sv_shm_qp.state is written by the owner and, when an initiator detects a
+ *    responder error, by that initiator; owners resynchronise when the fabric
+ *    epoch changes.
+ */
+#ifndef SV_H
+#define SV_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fabric_param.h"
+
+#define SV_EXPORT __attribute__((visibility("default")))
+#define SV_UNUSED __attribute__((unused))
+#define SV_LIKELY(x) __builtin_expect(!!(x), 1)
+#define SV_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define SV_MAGIC 0x53564642u	/* "SVFB" */
+#define SV_VERSION 3u
+
+/* ---------------------------------------------------------------- shm */
+
+struct sv_proc_ent {
+	_Atomic int32_t pid;		/* 0 = free */
+	uint32_t pad;
+};
+
+struct sv_ctx_ent {
+	_Atomic int32_t pid;		/* 0 = free */
+	uint32_t dev_idx;
+	uint32_t chan_id;		/* async FIFO "async-<pid>-<chan_id>" */
+	char dev_name[SV_NAME_MAX];
+};
+
+struct sv_shm_mr {
+	_Atomic uint32_t key;		/* 0 = free; lkey == rkey */
+	int32_t pid;
+	uint32_t pd_id;
+	uint32_t access;
+	uint64_t addr;			/* owner's virtual address */
+	uint64_t length;
+	uint64_t iova;			/* first byte's address in key space */
+};
+
+struct sv_shm_cq {
+	_Atomic int32_t pid;		/* 0 = free */
+	uint32_t gen;
+	uint32_t ring_bytes;
+	uint32_t pad;
+};
+
+struct sv_shm_qp {
+	_Atomic uint32_t qpn;		/* 0 = free */
+	int32_t pid;
+	_Atomic uint32_t state;		/* enum ibv_qp_state */
+	uint32_t dev_idx;
+	uint32_t port;
+	uint32_t pd_id;
+	_Atomic uint32_t access;	/* qp_access_flags */
+	uint32_t recv_cq_slot;
+	uint32_t recv_cq_gen;
+	uint32_t rq_gen;
+	uint32_t rq_bytes;
+	uint32_t min_rnr_timer;
+	uint32_t dest_qpn;
+	_Atomic uint32_t cut;		/* fault: cable cut */
+	_Atomic uint32_t err_after;	/* fault: error at the Nth op (0 = off) */
+	uint32_t async_id;		/* owner context's async FIFO */
+	uint16_t lid;
+	uint16_t pad;
+	char dev_name[SV_NAME_MAX];
+};
+
+/* Runtime fault and realism knobs, changed by simverbs_control(). */
+struct sv_dev_knobs {
+	char name[SV_NAME_MAX];		/* "" = free */
+	_Atomic uint32_t port_down;	/* bit p = port p down */
+	_Atomic uint64_t bw_mbps;	/* 0 = unlimited, per port */
+	_Atomic uint64_t latency_ns;	/* added per operation */
+};
+
+struct sv_knobs {
+	_Atomic uint64_t latency_ns;	/* all devices */
+	_Atomic uint64_t qp_err_after;	/* 0 = off */
+	_Atomic uint32_t timeout_scale_ppm;	/* scale * 1e6 */
+	_Atomic uint32_t nbad_gids;
+	union ibv_gid bad_gids[SV_MAX_BAD_GIDS];
+	struct sv_dev_knobs dev[SV_MAX_DEVICES];
+};
+
+struct sv_fabric {
+	uint32_t magic;
+	uint32_t version;
+	_Atomic uint32_t ready;
+	_Atomic uint32_t dead;		/* set by the last user before unlink */
+	uint64_t size;
+	pthread_mutex_t lock;		/* robust, process-shared */
+	_Atomic uint32_t epoch;		/* bumped: owners must resync their QPs */
+	_Atomic uint32_t next_id;
+	uint32_t qp_hint, mr_hint, cq_hint;
+	struct sv_knobs knobs;
+	struct sv_proc_ent procs[SV_MAX_PROCS];
+	struct sv_ctx_ent ctxs[SV_MAX_CTX];
+	struct sv_shm_cq cqs[SV_MAX_CQ_SLOTS];
+	struct sv_shm_qp qps[SV_MAX_QP_SLOTS];
+	struct sv_shm_mr mrs[SV_MAX_MR_SLOTS];
+};
+
+/* One completion queue entry in a CQ ring (one cache line). */
+struct sv_cqe {
+	_Atomic uint64_t seq;		/* ticket + 1 once published */
+	uint64_t wr_id;
+	uint32_t status;
+	uint32_t opcode;
+	uint32_t byte_len;
+	uint32_t imm;			/* network order, as posted */
+	uint32_t qp_num;
+	uint32_t src_qp;
+	uint32_t wc_flags;
+	uint32_t sq_idx;		/* requester CQEs: SQ index freed when polled */
+	uint16_t slid;
+	uint16_t flags;			/* SV_CQE_* */
+	uint32_t vendor_err;
+	uint32_t pad[2];
+};
+#define SV_CQE_SQ 1			/* frees send-queue slots when polled */
+
+struct sv_cq_ring {
+	uint32_t magic;
+	uint32_t cap;			/* power of two >= cqe */
+	uint32_t cqe;
+	int32_t owner_pid;
+	uint32_t slot;
+	uint32_t chan_id;		/* 0 = no channel */
+	uint32_t async_id;		/* owner context's async FIFO */
+	_Atomic uint32_t overrun;
+	_Atomic uint32_t armed;
+	_Alignas(64) _Atomic uint64_t tail;
+	_Alignas(64) _Atomic uint64_t head;
+	_Alignas(64) struct sv_cqe ents[];
+};
+
+struct sv_rwqe_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+struct sv_rwqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t pad;
+	struct sv_rwqe_sge sge[];
+};
+
+struct sv_rq {
+	uint32_t magic;
+	uint32_t cap;			/* power of two >= max_wr */
+	uint32_t max_wr;
+	uint32_t max_sge;
+	uint32_t stride;
+	uint32_t pad;
+	_Alignas(64) _Atomic uint64_t tail;	/* owner publishes */
+	_Alignas(64) _Atomic uint64_t head;	/* consumers claim by CAS */
+	_Alignas(64) unsigned char ents[];
+};
+
+/* ---------------------------------------------------------- devices */
+
+struct sv_gid {
+	union ibv_gid gid;
+	uint32_t type;			/* enum ibv_gid_type */
+	bool valid;
+};
+
+struct sv_port {
+	uint32_t state;			/* configured IBV_PORT_* */
+	uint32_t mtu;			/* enum ibv_mtu */
+	uint8_t speed;
+	uint8_t width;
+	uint16_t lid;
+	uint32_t ngids;
+	struct sv_gid gids[SV_GID_TBL_LEN];
+};
+
+struct sv_device {
+	struct ibv_device ibv;		/* first: apps see this */
+	uint32_t idx;
+	uint32_t link_layer;		/* IBV_LINK_LAYER_* */
+	uint32_t nports;
+	uint64_t node_guid;		/* network order */
+	uint64_t sys_guid;
+	struct sv_limits lim;
+	struct sv_port ports[SV_MAX_PORTS];
+	struct sv_dev_knobs *knobs;	/* in the fabric, once attached */
+	uint64_t bw_busy_until[SV_MAX_PORTS];	/* process-local bw cap clock */
+};
+
+/* ---------------------------------------------------- local objects */
+
+enum sv_kind { SV_K_CTX, SV_K_PD, SV_K_MR, SV_K_CQ, SV_K_QP, SV_K_CHAN, SV_K_NKINDS };
+
+struct sv_obj {
+	struct sv_obj *prev, *next;
+	enum sv_kind kind;
+};
+
+struct sv_context {
+	struct sv_obj obj;
+	struct sv_device *dev;
+	uint32_t ctx_slot;
+	uint32_t chan_id;
+	char fifo[256];
+	struct verbs_context vctx;	/* last: ibv_context ends it */
+};
+
+struct sv_pd {
+	struct ibv_pd ibv;
+	struct sv_obj obj;
+	uint32_t id;
+	_Atomic uint32_t children;
+};
+
+struct sv_mr {
+	struct ibv_mr ibv;
+	struct sv_obj obj;
+	struct sv_pd *pd;
+	uint32_t slot;
+	void *map;			/* dma-buf mapping we own */
+	size_t map_len;
+};
+
+struct sv_chan {
+	struct ibv_comp_channel ibv;
+	struct sv_obj obj;
+	uint32_t id;
+	char fifo[256];
+};
+
+struct sv_qp;
+
+struct sv_cq {
+	struct ibv_cq ibv;
+	struct sv_obj obj;
+	uint32_t slot;
+	uint32_t gen;
+	struct sv_cq_ring *ring;
+	size_t ring_bytes;
+	pthread_spinlock_t lock;	/* consumer side */
+	_Atomic uint32_t nqps;		/* QPs attached (destroy -> EBUSY) */
+	bool overrun_seen;
+	int chan_fd_w;			/* own channel FIFO, write side */
+};
+
+/* One send work request as the engine keeps it. */
+struct sv_swqe {
+	uint64_t wr_id;
+	uint64_t remote_addr;
+	uint64_t not_before;		/* ns: latency / bandwidth-cap release */
+	uint64_t deadline;		/* ns: retry or RNR give-up time */
+	uint32_t opcode;		/* enum ibv_wr_opcode */
+	uint32_t flags;			/* send_flags */
+	uint32_t imm;
+	uint32_t rkey;
+	uint32_t num_sge;
+	uint32_t length;
+	uint32_t rnr_left;
+	uint32_t wait;			/* SV_WAIT_* while stalled */
+	uint64_t rnr_next;
+};
+
+enum { SV_WAIT_NONE, SV_WAIT_RNR, SV_WAIT_RETRY };
+
+struct sv_qp {
+	struct ibv_qp ibv;
+	struct sv_obj obj;
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_cq *scq, *rcq;
+	uint32_t slot;
+	struct sv_shm_qp *sh;
+	struct ibv_qp_cap cap;
+	struct ibv_qp_attr attr;	/* last applied attributes */
+	bool sq_sig_all;
+	pthread_spinlock_t lock;	/* send side, state changes */
+	pthread_spinlock_t rlock;	/* post_recv */
+	/* send queue, process-local */
+	struct sv_swqe *sq;
+	struct ibv_sge *sq_sge;		/* cap.max_send_sge per WQE */
+	unsigned char *sq_inline;	/* max_inline_data per WQE */
+	uint32_t sq_cap;
+	uint64_t sq_post, sq_exec;
+	_Atomic uint64_t sq_free;
+	uint64_t ops;
+	/* receive queue, in its own segment */
+	struct sv_rq *rq;
+	size_t rq_bytes;
+	/* peer, resolved at RTR */
+	struct sv_shm_qp *peer;
+	uint32_t peer_qpn;
+	int32_t peer_pid;
+	struct sv_rq *peer_rq;
+	size_t peer_rq_bytes;
+	struct sv_cq_ring *peer_cq;
+	size_t peer_cq_bytes;
+	int peer_chan_fd;
+	union ibv_gid dgid;
+	bool dgid_valid;
+	uint64_t peer_checked;
+	bool peer_dead;
+	bool stalled;
+	bool flushed;			/* local flush done for current ERR */
+};
+
+/* ------------------------------------------------------ process state */
+
+struct sv_global {
+	pthread_mutex_t lock;		/* local object lists, attach */
+	struct sv_fabric *fab;
+	size_t fab_size;
+	char fabric_name[128];
+	char shm_name[160];
+	char dir[256];			/* /tmp/simverbs-<uid>/<fabric> */
+	pid_t pid;
+	bool attached;
+	int proc_slot;
+	int ndevs;
+	struct sv_device *devs;
+	struct sv_obj objs[SV_K_NKINDS];	/* list heads */
+	unsigned int nobjs[SV_K_NKINDS];
+	struct sv_qp *qp_by_slot[SV_MAX_QP_SLOTS];
+	struct sv_cq *cq_by_slot[SV_MAX_CQ_SLOTS];
+	struct sv_qp *lqp[SV_MAX_QP_SLOTS];	/* dense list of local QPs */
+	uint32_t nlqp;
+	_Atomic uint32_t nstalled;	/* local QPs with deferred send work */
+	_Atomic uint32_t seen_epoch;
+};
+
+extern struct sv_global sv_g;
+
+/* config.c */
+int sv_devices_init(void);
+struct sv_device *sv_dev_by_name(const char *name);
+
+/* gid.c */
+int sv_build_gid_table(struct sv_device *dev, struct sv_port *port);
+int sv_gid_lookup(const struct sv_port *port, const union ibv_gid *gid);
+
+/* sysfs.c */
+int sv_sysfs_create(void);
+void sv_sysfs_remove(void);
+
+/* shm.c */
+int sv_attach(void);
+void sv_detach(void);
+int sv_lock(void);
+void sv_unlock(void);
+void sv_reclaim_dead(void);
+bool sv_pid_alive(pid_t pid);
+void *sv_seg_create(char kind, uint32_t slot, uint32_t gen, size_t bytes);
+void *sv_seg_map(char kind, uint32_t slot, uint32_t gen, size_t bytes);
+void sv_seg_unlink(char kind, uint32_t slot, uint32_t gen);
+uint32_t sv_next_id(void);
+void sv_bump_epoch(void);
+
+/* obj.c */
+void sv_obj_add(struct sv_obj *o, enum sv_kind kind);
+void sv_obj_del(struct sv_obj *o);
+uint64_t sv_now_ns(void);
+void sv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int sv_fifo_create(char *path, size_t len, const char *what, uint32_t *id);
+int sv_fifo_send(int32_t pid, const char *what, uint32_t id, const void *msg, size_t len);
+
+/* context.c */
+struct sv_context *sv_ctx(struct ibv_context *ibctx);
+void sv_async_post(struct sv_context *ctx, enum ibv_event_type type, uint32_t obj);
+void sv_async_post_remote(int32_t pid, uint32_t chan_id, enum ibv_event_type type,
+			  uint32_t obj);
+
+/* pd_mr.c */
+struct sv_shm_mr *sv_mr_lookup(uint32_t key);
+int sv_mr_check(const struct sv_shm_mr *m, uint32_t key, int32_t pid, uint32_t pd_id,
+		uint64_t addr, uint64_t len, uint32_t need, uint64_t *va);
+
+/* cq.c */
+int sv_cq_push(struct sv_cq_ring *ring, const struct sv_cqe *src);
+void sv_cq_notify(struct sv_cq_ring *ring, int *fd_cache);
+int sv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+int sv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+/* qp.c */
+void sv_qp_to_error(struct sv_qp *qp, bool async);
+void sv_qp_sync(struct sv_qp *qp);
+void sv_peer_unmap(struct sv_qp *qp);
+
+/* engine.c */
+int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+void sv_qp_progress(struct sv_qp *qp);
+void sv_flush_sq(struct sv_qp *qp);
+void sv_flush_rq(struct sv_rq *rq, struct sv_cq_ring *ring, uint32_t qpn, int *fd);
+void sv_sync_all(void);
+
+/* fault.c */
+void sv_knobs_from_env(void);
+double sv_timeout_scale(void);
+bool sv_gid_unreachable(const union ibv_gid *gid);
+int sv_control(const char *cmd, char *out, size_t outlen);
+
+/* leak.c */
+void sv_leak_report(char *out, size_t outlen, unsigned int *count);
+
+static inline uint64_t sv_pow2(uint64_t v)
+{
+	uint64_t p = 1;
+
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+#endif

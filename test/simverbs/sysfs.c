@@ -1,0 +1,258 @@
+/*
+ * The fake sysfs tree under <fabric dir>/sys:
+ *   class/infiniband/<dev>/            ibdev_path (node_guid, ports/<n>/..., fw_ver)
+ *   class/infiniband/<dev>/device  ->  devices/pci0000:00/0000:00:02.0/0000:<bus>:00.0
+ *   class/infiniband_verbs/uverbs<i>/  dev_path (ibdev, abi_version)
+ * plus the sysfs helpers rdma-core exports (ibv_get_sysfs_path,
+ * ibv_read_sysfs_file).  Files are written through a rename so readers never
+ * see a partial file while another process rebuilds the tree.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sv.h"
+
+static void sv_mkdirs(const char *path)
+{
+	char tmp[512];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(tmp, 0755);
+			*p = '/';
+		}
+	}
+	mkdir(tmp, 0755);
+}
+
+static void sv_put(const char *dir, const char *file, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void sv_put(const char *dir, const char *file, const char *fmt, ...)
+{
+	char path[600], tmp[640], buf[256];
+	va_list ap;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+	{
+		char d[600];
+		char *slash;
+
+		snprintf(d, sizeof(d), "%s", path);
+		slash = strrchr(d, '/');
+		if (slash) {
+			*slash = '\0';
+			sv_mkdirs(d);
+		}
+	}
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	fputs(buf, f);
+	fclose(f);
+	rename(tmp, path);
+}
+
+static const char *sv_state_str(uint32_t s)
+{
+	switch (s) {
+	case IBV_PORT_ACTIVE: return "4: ACTIVE";
+	case IBV_PORT_INIT: return "2: INIT";
+	case IBV_PORT_ARMED: return "3: ARMED";
+	default: return "1: DOWN";
+	}
+}
+
+static void sv_guid_str(char *buf, size_t len, uint64_t be)
+{
+	uint64_t g = be64toh(be);
+
+	snprintf(buf, len, "%04x:%04x:%04x:%04x", (unsigned)(g >> 48) & 0xffff,
+		 (unsigned)(g >> 32) & 0xffff, (unsigned)(g >> 16) & 0xffff,
+		 (unsigned)g & 0xffff);
+}
+
+static void sv_gid_str(char *buf, size_t len, const union ibv_gid *g)
+{
+	const uint8_t *r = g->raw;
+
+	snprintf(buf, len,
+		 "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x",
+		 r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11],
+		 r[12], r[13], r[14], r[15]);
+}
+
+static int sv_rate_gbps(const struct sv_port *pt)
+{
+	static const int lane[] = { [1] = 2, [2] = 5, [4] = 10, [8] = 10, [16] = 14,
+				    [32] = 25, [64] = 50, [128] = 100 };
+	int lanes = pt->width == 1 ? 1 : pt->width == 2 ? 4 : pt->width == 4 ? 8 :
+		    pt->width == 8 ? 12 : 2;
+
+	return (pt->speed < 129 ? lane[pt->speed] : 0) * lanes;
+}
+
+static void sv_sysfs_port(const char *ib, const struct sv_device *d, uint32_t p)
+{
+	const struct sv_port *pt = &d->ports[p];
+	char dir[512], s[128];
+	bool eth = d->link_layer == IBV_LINK_LAYER_ETHERNET;
+
+	snprintf(dir, sizeof(dir), "%s/ports/%u", ib, p + 1);
+	sv_put(dir, "state", "%s\n", sv_state_str(pt->state));
+	sv_put(dir, "phys_state", "%s\n", pt->state == IBV_PORT_ACTIVE ? "5: LinkUp" : "3: Disabled");
+	sv_put(dir, "rate", "%d Gb/sec (%s)\n", sv_rate_gbps(pt), eth ? "4X EDR" : "4X HDR");
+	sv_put(dir, "link_layer", "%s\n", eth ? "Ethernet" : "InfiniBand");
+	sv_put(dir, "lid", "0x%x\n", pt->lid);
+	sv_put(dir, "sm_lid", "0x%x\n", eth ? 0 : 1);
+	sv_put(dir, "lid_mask_count", "0\n");
+	sv_put(dir, "sm_sl", "0\n");
+	sv_put(dir, "cap_mask", "0x%08x\n", eth ? 0x04010000u : 0x2651e848u);
+	sv_put(dir, "pkeys/0", "0xffff\n");
+	for (uint32_t i = 0; i < SV_GID_TBL_LEN; i++) {
+		char f[64];
+		const struct sv_gid *g = &pt->gids[i];
+
+		sv_gid_str(s, sizeof(s), &g->gid);
+		snprintf(f, sizeof(f), "gids/%u", i);
+		sv_put(dir, f, "%s\n", s);
+		if (!eth)
+			continue;
+		snprintf(f, sizeof(f), "gid_attrs/types/%u", i);
+		sv_put(dir, f, "%s\n", !g->valid ? "" :
+		       g->type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : "IB/RoCE v1");
+		snprintf(f, sizeof(f), "gid_attrs/ndevs/%u", i);
+		sv_put(dir, f, "%s\n", g->valid ? "eth0" : "");
+	}
+}
+
+static void sv_sysfs_pci(const char *pci, const struct sv_device *d)
+{
+	sv_put(pci, "vendor", "0x15b3\n");
+	sv_put(pci, "device", "0x101b\n");
+	sv_put(pci, "class", "0x020700\n");
+	sv_put(pci, "numa_node", "0\n");
+	sv_put(pci, "local_cpulist", "0-%ld\n", sysconf(_SC_NPROCESSORS_ONLN) - 1);
+	sv_put(pci, "local_cpus", "%lx\n", (1ul << sysconf(_SC_NPROCESSORS_ONLN)) - 1);
+	sv_put(pci, "max_link_speed", "16.0 GT/s PCIe\n");
+	sv_put(pci, "current_link_speed", "16.0 GT/s PCIe\n");
+	sv_put(pci, "max_link_width", "16\n");
+	sv_put(pci, "current_link_width", "16\n");
+	sv_put(pci, "subsystem_vendor", "0x15b3\n");
+	sv_put(pci, "subsystem_device", "0x0007\n");
+	(void)d;
+}
+
+static void sv_sysfs_device(const char *root, const struct sv_device *d)
+{
+	char ib[512], pci[512], link[600], s[64], uv[512];
+	unsigned int bus = 3 + d->idx;
+
+	snprintf(pci, sizeof(pci), "%s/devices/pci0000:00/0000:00:02.0/0000:%02x:00.0", root, bus);
+	sv_sysfs_pci(pci, d);
+	sv_put(pci, "../max_link_speed", "16.0 GT/s PCIe\n");
+	sv_put(pci, "../max_link_width", "16\n");
+	snprintf(ib, sizeof(ib), "%s/class/infiniband/%s", root, d->ibv.name);
+	sv_mkdirs(ib);
+	snprintf(link, sizeof(link), "%s/device", ib);
+	unlink(link);
+	if (symlink(pci, link) && errno != EEXIST)
+		sv_log("sysfs: symlink %s: %s", link, strerror(errno));
+	sv_guid_str(s, sizeof(s), d->node_guid);
+	sv_put(ib, "node_guid", "%s\n", s);
+	sv_guid_str(s, sizeof(s), d->sys_guid);
+	sv_put(ib, "sys_image_guid", "%s\n", s);
+	sv_put(ib, "node_type", "1: CA\n");
+	sv_put(ib, "node_desc", "simverbs %s\n", d->ibv.name);
+	sv_put(ib, "fw_ver", "20.99.1000\n");
+	sv_put(ib, "hca_type", "SIM%u\n", SV_VENDOR_PART_ID);
+	sv_put(ib, "board_id", "SIM0000000001\n");
+	sv_put(ib, "hw_rev", "0x0\n");
+	for (uint32_t p = 0; p < d->nports; p++)
+		sv_sysfs_port(ib, d, p);
+	snprintf(uv, sizeof(uv), "%s/class/infiniband_verbs/%s", root, d->ibv.dev_name);
+	sv_put(uv, "ibdev", "%s\n", d->ibv.name);
+	sv_put(uv, "abi_version", "1\n");
+	snprintf(link, sizeof(link), "%s/device", uv);
+	unlink(link);
+	if (symlink(pci, link) && errno != EEXIST)
+		sv_log("sysfs: symlink %s: %s", link, strerror(errno));
+}
+
+/* Builds the tree and fills every device's sysfs paths. */
+int sv_sysfs_create(void)
+{
+	char root[300];
+
+	snprintf(root, sizeof(root), "%s/sys", sv_g.dir);
+	sv_put(root, "class/infiniband_verbs/abi_version", "6\n");
+	for (int i = 0; i < sv_g.ndevs; i++) {
+		struct sv_device *d = &sv_g.devs[i];
+
+		sv_sysfs_device(root, d);
+		snprintf(d->ibv.ibdev_path, sizeof(d->ibv.ibdev_path), "%s/class/infiniband/%s",
+			 root, d->ibv.name);
+		snprintf(d->ibv.dev_path, sizeof(d->ibv.dev_path), "%s/class/infiniband_verbs/%s",
+			 root, d->ibv.dev_name);
+	}
+	return 0;
+}
+
+static int sv_rm_cb(const char *path, const struct stat *st SV_UNUSED, int flag SV_UNUSED,
+		    struct FTW *ftw SV_UNUSED)
+{
+	return remove(path) && errno != ENOENT ? 0 : 0;
+}
+
+void sv_sysfs_remove(void)
+{
+	nftw(sv_g.dir, sv_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+SV_EXPORT int ibv_get_sysfs_path(char *buf, size_t size);
+int ibv_get_sysfs_path(char *buf, size_t size)
+{
+	if (!sv_g.dir[0])
+		return -1;
+	snprintf(buf, size, "%s/sys", sv_g.dir);
+	return 0;
+}
+
+SV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)
+{
+	char path[1024];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, size);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	if ((size_t)n < size)
+		buf[n] = '\0';
+	if (n > 0 && buf[n - 1] == '\n') {
+		buf[n - 1] = '\0';
+		n--;
+	}
+	return (int)n;
+}
