@@ -1,10 +1,15 @@
 # Connection and data-path layer of the plugin (owner: P2) and its unit tests.
 # Sources here join libnvcore.la (see src/base.mk).
-NV_COMM_SOURCES = src/wire.c
-noinst_HEADERS += src/wire.h src/sock.h
+NV_COMM_SOURCES = src/wire.c src/sock.c src/connect.c src/accept.c src/qp.c src/p2p.c src/diag.c
+noinst_HEADERS += src/wire.h src/sock.h src/comm.h src/handshake.h
 
 # ---- unit tests ------------------------------------------------------------
 check_PROGRAMS += test/unit/test_wire
 TESTS += test/unit/test_wire
 test_unit_test_wire_SOURCES = test/unit/test_wire.c
 test_unit_test_wire_LDADD = libnvcore.la $(IBVERBS_LIBS)
+
+check_PROGRAMS += test/unit/test_sock
+TESTS += test/unit/test_sock
+test_unit_test_sock_SOURCES = test/unit/test_sock.c
+test_unit_test_sock_LDADD = libnvcore.la $(IBVERBS_LIBS)

@@ -86,7 +86,7 @@ struct nv_wire_meta {
 	uint8_t sl;
 	uint8_t tc;
 	uint8_t little_endian;
-	uint8_t rsvd0;
+	uint8_t split;
 	uint64_t addr;
 	uint32_t region_len;
 	uint32_t rsvd1;
@@ -104,6 +104,9 @@ static const char *const nv_wire_status_names[NV_WST_MAX_] = {
 	[NV_WST_QP_FAILED] = "its QP bring-up (INIT/RTR/RTS) failed",
 	[NV_WST_PROBE_FAILED] = "its path-proving RDMA write to us failed",
 	[NV_WST_RESOURCES] = "it ran out of memory or verbs resources",
+	[NV_WST_BAD_SECRET] = "we did not present the secret of its handle (stale, foreign or "
+			      "corrupted handle)",
+	[NV_WST_TIMEOUT] = "it gave up waiting for us (NCCL_VERBS_CONNECT_TIMEOUT_MS)",
 };
 
 const char *nv_wire_status_str(uint32_t code)
@@ -325,6 +328,7 @@ void nv_wire_meta_encode(const struct nv_meta *m, void *buf)
 	w->sl = m->sl;
 	w->tc = m->tc;
 	w->little_endian = m->little_endian;
+	w->split = m->split;
 	w->addr = htobe64(m->addr);
 	w->region_len = htobe32(m->region_len);
 	w->probe_addr = htobe64(m->probe_addr);
@@ -422,7 +426,7 @@ static nv_status_t nv_wire_meta_head_decode(const struct nv_wire_meta *w, struct
 				      NV_WIRE_MAX_QPS);
 	if (w->sl > 15)
 		return nv_wire_reject(why, why_len, "service level %u out of 0..15", w->sl);
-	if (w->little_endian > 1 || w->rsvd0 || w->rsvd1)
+	if (w->little_endian > 1 || w->split > 1 || w->rsvd1)
 		return nv_wire_reject(why, why_len, "flag or reserved bytes invalid");
 	if (w->little_endian != (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__))
 		return nv_wire_reject(why, why_len, "peer has the other byte order; unsupported");
@@ -432,6 +436,7 @@ static nv_status_t nv_wire_meta_head_decode(const struct nv_wire_meta *w, struct
 	m->sl = w->sl;
 	m->tc = w->tc;
 	m->little_endian = w->little_endian;
+	m->split = w->split;
 	m->addr = be64toh(w->addr);
 	m->region_len = be32toh(w->region_len);
 	m->probe_addr = be64toh(w->probe_addr);

@@ -27,7 +27,7 @@
 #define NV_WIRE_MAX_DEVS 8     /* devices of one (virtual) NIC */
 #define NV_WIRE_MAX_QPS 128    /* NCCL_IB_MAX_QPS */
 #define NV_WIRE_DEVNAME_LEN 32
-#define NV_WIRE_WHY_LEN 160
+#define NV_WIRE_WHY_LEN 256
 
 /* Link layers: numerically equal to IBV_LINK_LAYER_*. */
 #define NV_WIRE_LL_IB 1
@@ -70,7 +70,9 @@ enum nv_wire_status {
 	NV_WST_QP_FAILED = 3,		/* QP creation or RTR/RTS failed */
 	NV_WST_PROBE_FAILED = 4,	/* the path-proving RDMA write failed */
 	NV_WST_RESOURCES = 5,		/* out of memory / verbs resources */
-	NV_WST_MAX_ = 6,
+	NV_WST_BAD_SECRET = 6,		/* the connector's secret did not match */
+	NV_WST_TIMEOUT = 7,		/* the peer gave up waiting for us */
+	NV_WST_MAX_ = 8,
 };
 const char *nv_wire_status_str(uint32_t code);
 
@@ -104,6 +106,7 @@ struct nv_meta {
 	uint8_t sl;		/* 0 .. 15 */
 	uint8_t tc;
 	uint8_t little_endian;	/* RDMA-shared control structs are host order */
+	uint8_t split;		/* sender's NCCL_IB_SPLIT_DATA_ON_QPS; the receiver follows */
 	uint64_t addr;		/* sender: CTS FIFO; receiver: records region */
 	uint32_t region_len;	/* bytes at addr the peer may write */
 	uint64_t probe_addr;	/* word the peer's path probe writes (same MR) */

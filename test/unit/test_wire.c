@@ -141,6 +141,7 @@ static void fill_meta(struct nv_meta *m)
 	m->sl = 3;
 	m->tc = 106;
 	m->little_endian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+	m->split = 1;
 	m->addr = 0x7f0000001000ULL;
 	m->region_len = 65536;
 	m->probe_addr = m->addr + 65536 - 8;
@@ -200,6 +201,7 @@ static void test_meta(void)
 	HOSTILE(m.nqps = 129, "QP count");
 	HOSTILE(m.sl = 16, "service level");
 	HOSTILE(m.little_endian = !m.little_endian, "byte order");
+	HOSTILE(m.split = 2, "flag");
 	HOSTILE(m.addr = 0, "control region");
 	HOSTILE(m.addr = ~0ULL - 10, "control region");
 	HOSTILE(m.probe_addr = m.addr + m.region_len, "probe");

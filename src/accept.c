@@ -1,0 +1,425 @@
+/*
+ * accept.c - listen and accept: the listener's state machine (see the
+ * protocol in connect.c).
+ *
+ * A listen comm owns its listening socket and up to NV_LISTEN_PENDING
+ * connections that have not yet presented the secret; a connection that
+ * sends garbage, a wrong secret, or nothing within the deadline is dropped
+ * with a warning naming it, and the others carry on. At most one
+ * authenticated connection is being accepted at a time; later valid
+ * connectors wait in the pending list for the next accept call.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "handshake.h"
+#include "mr.h"
+#include "nv_api.h"
+#include "param.h"
+
+#define NV_LISTEN_PENDING 16
+
+struct nv_pending {
+	int fd;
+	struct nv_sock_addr peer;
+	uint64_t deadline_ns;
+	uint8_t buf[NV_HELLO_MSG_SIZE];
+	size_t off;
+};
+
+struct nv_listen_comm {
+	int type;			/* NV_COMM_LISTEN; first, like struct nv_comm */
+	int vdev;
+	int lfd;
+	char addr_str[NV_SOCK_ADDR_STRLEN];
+	uint8_t secret[NV_WIRE_SECRET_LEN];
+	struct nv_pending pend[NV_LISTEN_PENDING];
+	int npend;
+	struct nv_recv_comm *rc;	/* accept in progress, or NULL */
+	struct nv_hs hs;
+};
+
+nv_status_t nv_net_listen(struct nv_ctx *ctx, int dev, void *handle, void **listen_comm)
+{
+	struct nv_listen_comm *lc;
+	struct nv_sock_addr addr, bound;
+	struct nv_handle h;
+	nv_status_t st;
+	int rc;
+
+	(void)ctx;
+	*listen_comm = NULL;
+	if (!nv_vdev_get(dev)) {
+		NV_WARN("listen: network device %d does not exist (%d devices)", dev,
+			nv_vdev_count());
+		return NV_ERR_INVALID;
+	}
+	st = nv_if_get(&addr);
+	if (st != NV_OK)
+		return st;
+	lc = calloc(1, sizeof(*lc));
+	if (!lc) {
+		NV_WARN("listen: out of memory");
+		return NV_ERR_SYSTEM;
+	}
+	lc->type = NV_COMM_LISTEN;
+	lc->vdev = dev;
+	rc = nv_sock_listen(&addr, &lc->lfd, &bound);
+	if (rc < 0) {
+		NV_WARN("listen on %s failed: %s", nv_sock_addr_str(&addr, lc->addr_str,
+								     sizeof(lc->addr_str)),
+			strerror(-rc));
+		free(lc);
+		return NV_ERR_SYSTEM;
+	}
+	nv_sock_addr_str(&bound, lc->addr_str, sizeof(lc->addr_str));
+	st = nv_random(lc->secret, sizeof(lc->secret));
+	if (st != NV_OK) {
+		nv_sock_close(&lc->lfd);
+		free(lc);
+		return st;
+	}
+	memset(&h, 0, sizeof(h));
+	nv_sock_addr_to_handle(&bound, &h);
+	memcpy(h.secret, lc->secret, sizeof(h.secret));
+	memset(handle, 0, 128); /* NCCL_NET_HANDLE_MAXSIZE; connect's stage area starts zeroed */
+	nv_wire_handle_encode(&h, handle);
+	NV_INFO(NV_SUB_NET, "listening on %s for device %d", lc->addr_str, dev);
+	*listen_comm = lc;
+	return NV_OK;
+}
+
+static void nv_pending_drop(struct nv_listen_comm *lc, int i)
+{
+	nv_sock_close(&lc->pend[i].fd);
+	lc->pend[i] = lc->pend[--lc->npend];
+}
+
+/* Takes every queued TCP connection; under a flood the oldest pending one goes. */
+static void nv_listen_take(struct nv_listen_comm *lc)
+{
+	char s[NV_SOCK_ADDR_STRLEN];
+	struct nv_pending p;
+	int rc;
+
+	for (;;) {
+		memset(&p, 0, sizeof(p));
+		rc = nv_sock_accept(lc->lfd, &p.fd, &p.peer);
+		if (rc < 0 || p.fd < 0) {
+			if (rc < 0)
+				NV_WARN("accept on %s: %s", lc->addr_str, strerror(-rc));
+			return;
+		}
+		p.deadline_ns = nv_deadline();
+		if (lc->npend == NV_LISTEN_PENDING) {
+			NV_WARN("listener %s: %d connections have not authenticated; dropping the "
+				"oldest, from %s", lc->addr_str, NV_LISTEN_PENDING,
+				nv_sock_addr_str(&lc->pend[0].peer, s, sizeof(s)));
+			nv_sock_close(&lc->pend[0].fd);
+			memmove(&lc->pend[0], &lc->pend[1], sizeof(p) * (NV_LISTEN_PENDING - 1));
+			lc->npend--;
+		}
+		lc->pend[lc->npend++] = p;
+	}
+}
+
+/* 1: authenticated; 0: not yet; -1: refused (logged, caller drops it). */
+static int nv_pending_step(struct nv_listen_comm *lc, struct nv_pending *p)
+{
+	char s[NV_SOCK_ADDR_STRLEN], why[NV_WIRE_WHY_LEN];
+	struct nv_msg_hdr hdr;
+	struct nv_hello hello;
+	int rc = nv_sock_recv(p->fd, p->buf, sizeof(p->buf), &p->off);
+
+	nv_sock_addr_str(&p->peer, s, sizeof(s));
+	if (rc == 0 && nv_now_ns() < p->deadline_ns)
+		return 0;
+	if (rc == 0) {
+		NV_WARN("listener %s: dropped connection from %s: no valid hello within "
+			"NCCL_VERBS_CONNECT_TIMEOUT_MS=%d (%zu of %zu bytes)", lc->addr_str, s,
+			nv_connect_timeout_ms(), p->off, sizeof(p->buf));
+		return -1;
+	}
+	if (rc < 0) {
+		NV_WARN("listener %s: connection from %s closed before its hello (%zu of %zu "
+			"bytes): %s", lc->addr_str, s, p->off, sizeof(p->buf), strerror(-rc));
+		return -1;
+	}
+	if (nv_wire_hdr_decode(p->buf, NV_WIRE_HDR_SIZE, &hdr, why, sizeof(why)) != NV_OK ||
+	    (hdr.type != NV_MSG_HELLO && snprintf(why, sizeof(why), "first message is type %u, "
+						   "not a hello", hdr.type)) ||
+	    nv_wire_hello_decode(p->buf + NV_WIRE_HDR_SIZE, hdr.len, &hello, why,
+				 sizeof(why)) != NV_OK) {
+		NV_WARN("listener %s: refused connection from %s: %s", lc->addr_str, s, why);
+		return -1;
+	}
+	if (!nv_wire_secret_equal(hello.secret, lc->secret)) {
+		NV_WARN("listener %s: refused connection from %s: wrong secret (the connector "
+			"used a stale or foreign handle)", lc->addr_str, s);
+		nv_hs_send_failure(p->fd, NV_WST_BAD_SECRET);
+		return -1;
+	}
+	return 1;
+}
+
+/* Steps the pending connections; starts an accept with the first authenticated one. */
+static nv_status_t nv_listen_poll(struct nv_listen_comm *lc)
+{
+	struct nv_recv_comm *rc;
+	int i, r;
+
+	nv_listen_take(lc);
+	for (i = 0; i < lc->npend; i++) {
+		r = nv_pending_step(lc, &lc->pend[i]);
+		if (r < 0)
+			nv_pending_drop(lc, i--);
+		if (r <= 0)
+			continue;
+		rc = calloc(1, sizeof(*rc));
+		if (!rc) {
+			NV_WARN("accept: out of memory");
+			return NV_ERR_SYSTEM;
+		}
+		rc->base.type = NV_COMM_RECV;
+		rc->base.fd = lc->pend[i].fd;
+		nv_sock_addr_str(&lc->pend[i].peer, rc->base.peer, sizeof(rc->base.peer));
+		lc->pend[i].fd = -1;
+		nv_pending_drop(lc, i);
+		memset(&lc->hs, 0, sizeof(lc->hs));
+		lc->hs.deadline_ns = nv_deadline();
+		lc->rc = rc;
+		return NV_OK;
+	}
+	return NV_OK;
+}
+
+/* ---- the accept state machine ------------------------------------------- */
+
+enum nv_acc_state {
+	NV_ACC_RECV_META,	/* waiting for the connector's metadata */
+	NV_ACC_SEND_META,	/* our META (QPs at RTS) going out */
+	NV_ACC_RECV_READY,	/* waiting for the connector's path-check result */
+	NV_ACC_PROBE,		/* our path-proving RDMA writes in flight */
+	NV_ACC_SEND_DONE,	/* STATUS(ok) going out */
+	NV_ACC_DONE,
+	NV_ACC_NSTATES
+};
+
+static const char *const nv_acc_state_names[NV_ACC_NSTATES] = {
+	[NV_ACC_RECV_META] = "waiting for the connector's metadata",
+	[NV_ACC_SEND_META] = "sending our metadata",
+	[NV_ACC_RECV_READY] = "waiting for the connector's path check",
+	[NV_ACC_PROBE] = "path check (RDMA write to the connector)",
+	[NV_ACC_SEND_DONE] = "sending done",
+	[NV_ACC_DONE] = "connected",
+};
+
+static int nv_acc_fail(struct nv_listen_comm *lc, uint32_t code)
+{
+	nv_hs_send_failure(lc->rc->base.fd, code);
+	return NV_STEP_FAIL;
+}
+
+static int nv_acc_gdr_flush_wanted(struct nv_comm *c)
+{
+	int i;
+
+	if (nv_param_int(NV_PARAM_GDR_FLUSH_DISABLE))
+		return 0;
+	for (i = 0; i < c->ndevs; i++)
+		if (!(c->dev[i].hca->gdr.ptr_support & (NV_MEM_CUDA | NV_MEM_DMABUF)))
+			return 0;
+	return 1;
+}
+
+static int nv_acc_build(struct nv_listen_comm *lc)
+{
+	struct nv_comm *c = &lc->rc->base;
+	int64_t fifo_tc = nv_param_int(NV_PARAM_IB_FIFO_TC);
+	struct nv_meta *m;
+
+	if (nv_comm_create_qps(c, c->rmeta->nqps) != NV_OK)
+		goto err_resources;
+	/* The data direction follows the sender's SL/TC; CTS may get its own class. */
+	c->sl = c->rmeta->sl;
+	c->tc = (uint8_t)(fifo_tc >= 0 ? fifo_tc : c->rmeta->tc);
+	c->rctrl_addr = c->rmeta->addr;
+	c->nq = nv_comm_data_qps(c, c->rmeta->split);
+	if (nv_comm_qps_ready(c, c->tc) != NV_OK) {
+		snprintf(lc->hs.why, sizeof(lc->hs.why), "QP bring-up (see above)");
+		return nv_acc_fail(lc, NV_WST_QP_FAILED);
+	}
+	if (nv_acc_gdr_flush_wanted(c)) {
+		if (nv_comm_flush_qps(c) != NV_OK)
+			goto err_resources;
+		lc->rc->gdr_flush = 1;
+	}
+	m = malloc(sizeof(*m));
+	if (!m)
+		goto err_resources;
+	nv_comm_fill_meta(c, NV_META_ROLE_RECV, m); /* ECE read back after RTS: reduced */
+	lc->hs.out_len = nv_hs_put(lc->hs.out, NV_MSG_META, m);
+	lc->hs.out_off = 0;
+	free(m);
+	lc->hs.state = NV_ACC_SEND_META;
+	return NV_STEP_NEXT;
+err_resources:
+	snprintf(lc->hs.why, sizeof(lc->hs.why), "local verbs resources (see above)");
+	return nv_acc_fail(lc, NV_WST_RESOURCES);
+}
+
+static int nv_acc_recv_meta(struct nv_listen_comm *lc)
+{
+	struct nv_comm *c = &lc->rc->base;
+	uint32_t code;
+	int rc = nv_hs_recv(&lc->hs, c->fd, NV_MSG_META);
+
+	if (rc < 0)
+		return NV_STEP_FAIL;
+	if (rc == 0)
+		return nv_hs_expired(&lc->hs, "the connector's metadata")
+			       ? nv_acc_fail(lc, NV_WST_TIMEOUT) : NV_STEP_WAIT;
+	if (nv_comm_init(c, NV_COMM_RECV, lc->vdev, NV_MAX_REQUESTS) != NV_OK) {
+		snprintf(lc->hs.why, sizeof(lc->hs.why), "local verbs resources (see above)");
+		return nv_acc_fail(lc, NV_WST_RESOURCES);
+	}
+	if (nv_hs_meta(&lc->hs, c, NV_META_ROLE_SEND, &code) < 0)
+		return code == NV_WST_OK ? NV_STEP_FAIL : nv_acc_fail(lc, code);
+	return nv_acc_build(lc);
+}
+
+static int nv_acc_send(struct nv_listen_comm *lc, int next, const char *what)
+{
+	int rc = nv_hs_flush_out(&lc->hs, lc->rc->base.fd);
+
+	if (rc < 0)
+		return NV_STEP_FAIL;
+	if (rc == 0)
+		return nv_hs_expired(&lc->hs, what) ? NV_STEP_FAIL : NV_STEP_WAIT;
+	lc->hs.state = next;
+	lc->hs.deadline_ns = nv_deadline();
+	return NV_STEP_NEXT;
+}
+
+static int nv_acc_recv_ready(struct nv_listen_comm *lc)
+{
+	struct nv_comm *c = &lc->rc->base;
+	int rc = nv_hs_recv(&lc->hs, c->fd, NV_MSG_STATUS);
+
+	if (rc < 0)
+		return NV_STEP_FAIL;
+	if (rc == 0)
+		return nv_hs_expired(&lc->hs, "the connector's path check")
+			       ? nv_acc_fail(lc, NV_WST_TIMEOUT) : NV_STEP_WAIT;
+	if (nv_hs_status(&lc->hs) < 0)
+		return NV_STEP_FAIL;
+	if (nv_comm_probe_post(c) != NV_OK) {
+		snprintf(lc->hs.why, sizeof(lc->hs.why), "posting the path check (see above)");
+		return nv_acc_fail(lc, NV_WST_PROBE_FAILED);
+	}
+	lc->hs.state = NV_ACC_PROBE;
+	lc->hs.deadline_ns = nv_deadline();
+	return NV_STEP_NEXT;
+}
+
+static int nv_acc_probe(struct nv_listen_comm *lc)
+{
+	int rc = nv_comm_probe_poll(&lc->rc->base);
+
+	if (rc < 0) {
+		snprintf(lc->hs.why, sizeof(lc->hs.why), "the path check failed (see the error above)");
+		return nv_acc_fail(lc, NV_WST_PROBE_FAILED);
+	}
+	if (rc == 0)
+		return nv_hs_expired(&lc->hs, "the path-check RDMA write to complete")
+			       ? nv_acc_fail(lc, NV_WST_PROBE_FAILED) : NV_STEP_WAIT;
+	nv_hs_queue_status(&lc->hs, NV_WST_OK);
+	lc->hs.state = NV_ACC_SEND_DONE;
+	return NV_STEP_NEXT;
+}
+
+static int nv_acc_step(struct nv_listen_comm *lc)
+{
+	switch (lc->hs.state) {
+	case NV_ACC_RECV_META:
+		return nv_acc_recv_meta(lc);
+	case NV_ACC_SEND_META:
+		return nv_acc_send(lc, NV_ACC_RECV_READY, "the connector to read our metadata");
+	case NV_ACC_RECV_READY:
+		return nv_acc_recv_ready(lc);
+	case NV_ACC_PROBE:
+		return nv_acc_probe(lc);
+	case NV_ACC_SEND_DONE:
+		return nv_acc_send(lc, NV_ACC_DONE, "the connector to read our status");
+	default:
+		return NV_STEP_WAIT;
+	}
+}
+
+static void nv_acc_abandon(struct nv_listen_comm *lc)
+{
+	if (!lc->rc)
+		return;
+	nv_comm_destroy(&lc->rc->base);
+	free(lc->rc);
+	lc->rc = NULL;
+}
+
+nv_status_t nv_net_accept(void *listen_comm, void **recv_comm)
+{
+	struct nv_listen_comm *lc = listen_comm;
+	nv_status_t st;
+	int rc;
+
+	*recv_comm = NULL;
+	if (!lc || lc->type != NV_COMM_LISTEN) {
+		NV_WARN("accept: %p is not a listen comm", listen_comm);
+		return NV_ERR_INTERNAL;
+	}
+	if (!lc->rc) {
+		st = nv_listen_poll(lc);
+		if (st != NV_OK || !lc->rc)
+			return st;
+	}
+	do
+		rc = nv_acc_step(lc);
+	while (rc == NV_STEP_NEXT && lc->hs.state != NV_ACC_DONE);
+	if (rc == NV_STEP_WAIT)
+		return NV_OK;
+	if (rc == NV_STEP_FAIL) {
+		NV_WARN("accept on %s from %s failed while %s: %s", lc->addr_str,
+			lc->rc->base.peer, nv_acc_state_names[lc->hs.state], lc->hs.why);
+		nv_acc_abandon(lc);
+		return NV_ERR_REMOTE;
+	}
+	nv_recv_comm_ready(lc->rc);
+	NV_INFO(NV_SUB_NET, "accepted %s on %s: %d QP(s), %d per message, first QPN 0x%x -> 0x%x",
+		lc->rc->base.peer, lc->addr_str, lc->rc->base.nqps, lc->rc->base.nq,
+		lc->rc->base.qps[0].qp->qp_num, lc->rc->base.qps[0].rqpn);
+	*recv_comm = lc->rc;
+	lc->rc = NULL;
+	return NV_OK;
+}
+
+nv_status_t nv_net_close_listen(void *listen_comm)
+{
+	struct nv_listen_comm *lc = listen_comm;
+
+	if (!lc)
+		return NV_OK;
+	if (lc->type != NV_COMM_LISTEN) {
+		NV_WARN("closeListen: %p is not a listen comm", listen_comm);
+		return NV_ERR_INTERNAL;
+	}
+	nv_acc_abandon(lc);
+	while (lc->npend > 0)
+		nv_pending_drop(lc, lc->npend - 1);
+	nv_sock_close(&lc->lfd);
+	lc->type = 0;
+	free(lc);
+	return NV_OK;
+}

@@ -1,0 +1,237 @@
+/*
+ * comm.h - listen/send/recv comms, requests and the RDMA-shared control
+ * structures of the connection and data-path layer (connect.c, qp.c, p2p.c).
+ *
+ * Protocol (see design.md section 4):
+ *  - The receiver RDMA-writes clear-to-send (CTS) entries into the sender's
+ *    FIFO: one slot per irecv, one 64-byte entry per grouped receive.
+ *  - The sender matches isends to the entries of the current slot by tag,
+ *    then RDMA-writes the data and ends each used QP's chain with a signalled
+ *    WRITE_WITH_IMM (imm = total size; grouped sizes go into the receiver's
+ *    records as that WR's payload).
+ *  - Slots are used strictly in sequence order on both sides. A message with
+ *    sequence s uses QPs (s * nq + i) % nqps, i < nq, so both sides agree on
+ *    where completions arrive without exchanging anything.
+ *
+ * Threads: a comm is driven by one progress thread (isend/irecv/test/iflush)
+ * while the service thread may register memory on it; registration touches
+ * only the MR cache (own lock) and never the fields below, so the data path
+ * takes no lock. Connect/accept run on one thread per comm.
+ *
+ * Errors are sticky: the first completion error, fatal async event or dead
+ * peer sets comm->error and comm->why; every later call returns comm->error
+ * and repeats comm->why.
+ */
+#ifndef NV_COMM_H
+#define NV_COMM_H
+
+#include <stdint.h>
+#include <infiniband/verbs.h>
+#include "device.h"
+#include "nv_common.h"
+#include "sock.h"
+#include "wire.h"
+
+#define NV_COMM_MAX_DEVS NV_MAX_DEVS_PER_VDEV	/* 8 */
+#define NV_MAX_REQUESTS 32			/* NCCL_NET_MAX_REQUESTS */
+#define NV_FIFO_SLOTS NV_MAX_REQUESTS		/* one slot per outstanding irecv */
+#define NV_SEND_REQS (NV_MAX_REQUESTS * NV_MAX_RECVS)
+#define NV_SEND_QP_WR 512			/* send queue depth, sender QPs */
+#define NV_RECV_QP_SEND_WR 256			/* send queue depth, receiver QPs (CTS) */
+#define NV_RECV_QP_RECV_WR (2 * NV_MAX_REQUESTS) /* >= one RECV per outstanding irecv */
+#define NV_CTS_SIGNAL_EVERY 16			/* receiver signals every Nth CTS per QP */
+#define NV_CQ_POLL_BATCH 16
+#define NV_CHUNK_ALIGN 128			/* multi-QP split granularity */
+#define NV_LIVENESS_NS 100000000ull		/* socket liveness check while waiting */
+#define NV_COMM_WHY_LEN 640
+
+/*
+ * One clear-to-send entry. Written by the RECEIVER with one RDMA WRITE of
+ * nreqs consecutive entries (from its shadow copy) into the SENDER's FIFO;
+ * read only by the sender's isend. Host byte order (both peers checked equal
+ * at connect). 64-byte aligned and registered without relaxed ordering, so
+ * an entry lands in address order: `seq` is the last field and, once it
+ * reads s + 1 for slot sequence s, the rest of the entry is valid.
+ */
+struct nv_cts_entry {
+	uint64_t addr;				/* receive buffer */
+	uint64_t size;				/* its capacity in bytes */
+	uint32_t rkey[NV_COMM_MAX_DEVS];	/* per RECEIVER device */
+	uint32_t tag;
+	uint32_t nreqs;				/* 1..NV_MAX_RECVS, same in all entries */
+	uint64_t seq;				/* slot sequence + 1; the ready flag */
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct nv_cts_entry) == 64, "CTS entry must be 64 bytes");
+
+/* Sender's control region: the peer writes fifo[] and probe_in only. */
+struct nv_send_ctrl {
+	struct nv_cts_entry fifo[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* written by the receiver */
+	uint64_t probe_in;	/* written by the receiver's connect-time path probe */
+	uint64_t probe_src;	/* local source of our own probe */
+	int32_t sizes[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* local: grouped sizes to send */
+} __attribute__((aligned(4096)));
+
+/* Receiver's control region: the peer writes records[] and probe_in only. */
+struct nv_recv_ctrl {
+	int32_t records[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* sender writes grouped sizes */
+	uint64_t probe_in;	/* written by the sender's path probe */
+	uint64_t rsvd;
+	/* Below: local only (the peer is never told about these addresses). */
+	struct nv_cts_entry shadow[NV_FIFO_SLOTS][NV_MAX_RECVS]; /* source of CTS writes */
+	uint64_t probe_src;
+	uint64_t flush_word;	/* destination of iflush's 1-byte RDMA READ */
+} __attribute__((aligned(4096)));
+#define NV_RECV_CTRL_REMOTE_LEN (offsetof(struct nv_recv_ctrl, rsvd) + sizeof(uint64_t))
+
+/*
+ * wr_id: kind (4 bits) | WRs covered by this signalled WR (12) | QP (16) |
+ * index (32: request index or slot). Error completions are decoded from
+ * wr_id alone (their opcode is undefined).
+ */
+enum nv_wr_kind {
+	NV_WR_DATA = 1,		/* sender: data chain ending in WRITE_WITH_IMM */
+	NV_WR_RECV = 2,		/* receiver: RECV consumed by a WRITE_WITH_IMM */
+	NV_WR_CTS = 3,		/* receiver: CTS RDMA WRITE */
+	NV_WR_FLUSH = 4,	/* receiver: iflush RDMA READ */
+	NV_WR_PROBE = 5,	/* both: connect-time path probe */
+};
+#define NV_WRID(kind, nwr, qp, idx) \
+	(((uint64_t)(kind) << 60) | ((uint64_t)(nwr) << 48) | ((uint64_t)(qp) << 32) | (uint32_t)(idx))
+#define NV_WRID_KIND(w) ((unsigned)((w) >> 60))
+#define NV_WRID_NWR(w) ((unsigned)(((w) >> 48) & 0xfff))
+#define NV_WRID_QP(w) ((unsigned)(((w) >> 32) & 0xffff))
+#define NV_WRID_IDX(w) ((uint32_t)(w))
+_Static_assert(NV_WIRE_MAX_QPS <= 0xffff, "QP index must fit 16 bits of wr_id");
+_Static_assert(NV_SEND_QP_WR <= 0xfff && NV_RECV_QP_SEND_WR <= 0xfff, "WR count fits 12 bits");
+_Static_assert(NV_SEND_REQS <= 0xffff, "request index fits");
+
+/* Registration handle given to NCCL: one MR per comm device. */
+struct nv_mhandle {
+	int kind;				/* NV_MEM_HOST / _CUDA / _DMABUF */
+	int ndevs;
+	struct nv_hca *hca[NV_COMM_MAX_DEVS];
+	struct ibv_mr *mr[NV_COMM_MAX_DEVS];
+	uint32_t lkey[NV_COMM_MAX_DEVS];
+	uint32_t rkey[NV_COMM_MAX_DEVS];
+};
+
+enum nv_req_type { NV_REQ_FREE = 0, NV_REQ_SEND, NV_REQ_RECV, NV_REQ_FLUSH };
+
+struct nv_comm;
+
+struct nv_request {
+	struct nv_comm *comm;
+	uint8_t type;		/* enum nv_req_type */
+	uint8_t nreqs;		/* grouped receives (recv) */
+	uint8_t done;
+	uint8_t mem_kind;	/* buffer kind, for error messages */
+	uint16_t idx;		/* position in the pool */
+	int16_t next_free;
+	int pending;		/* completions still expected */
+	uint64_t seq;		/* slot sequence (send/recv) */
+	int sizes[NV_MAX_RECVS];	/* recv: posted capacity, then bytes received */
+	/* send only */
+	void *data;
+	uint64_t size;		/* bytes to send (clipped to the receive) */
+	struct nv_mhandle *mh;
+	int entry;		/* which entry of the slot it matched */
+};
+
+struct nv_comm_dev {
+	struct nv_dev *dev;
+	struct nv_hca *hca;
+	struct ibv_pd *pd;		/* reference held (nv_hca_pd_get) */
+	struct ibv_cq *cq;
+	struct ibv_mr *ctrl_mr;		/* control region on this device */
+	struct nv_gid_info gid;		/* local GID used on this device */
+	struct ibv_qp *flush_qp;	/* receiver, GDR flush only */
+};
+
+struct nv_comm_qp {
+	struct ibv_qp *qp;
+	uint8_t dev;			/* local comm device index */
+	uint8_t rdev;			/* remote device index */
+	uint32_t rqpn;
+	enum ibv_mtu mtu;		/* negotiated for this connection */
+	int max_wr;			/* send queue depth */
+	int outstanding;		/* WRs posted and not yet retired by a signalled CQE */
+	int unsignalled;		/* receiver: CTS since the last signalled one */
+};
+
+enum nv_comm_type { NV_COMM_LISTEN = 1, NV_COMM_SEND, NV_COMM_RECV };
+
+/* Common part of send and recv comms (first member of both). */
+struct nv_comm {
+	int type;			/* enum nv_comm_type */
+	int ndevs;
+	struct nv_comm_dev dev[NV_COMM_MAX_DEVS];
+	int nqps;
+	struct nv_comm_qp *qps;
+	int nq;				/* QPs used per message */
+	int fd;				/* handshake socket, kept for liveness */
+	char peer[NV_SOCK_ADDR_STRLEN];
+	struct nv_meta *rmeta;		/* peer's metadata */
+	struct nv_async_sink sink;	/* qp_context / cq_context of our QPs and CQs */
+	void *ctrl;			/* nv_send_ctrl or nv_recv_ctrl */
+	uint64_t rctrl_addr;		/* peer: FIFO (we receive) or records (we send) */
+	uint64_t last_alive_ns;
+	int probe_pending;		/* connect-time probes not yet completed */
+	int nreq;
+	struct nv_request *reqs;
+	int free_head;			/* -1: pool empty */
+	nv_status_t error;		/* sticky */
+	char why[NV_COMM_WHY_LEN];
+	uint8_t sl, tc;
+};
+
+struct nv_send_slot {
+	uint64_t seq;			/* sequence this slot state belongs to */
+	uint8_t nreqs, matched, posted;
+	int pending;			/* signalled completions outstanding */
+	uint16_t req[NV_MAX_RECVS];	/* per entry; 0xffff unmatched */
+};
+
+struct nv_send_comm {
+	struct nv_comm base;
+	uint64_t head;			/* sequence of the slot isend looks at */
+	struct nv_send_slot slots[NV_FIFO_SLOTS];
+	struct ibv_send_wr wr[NV_MAX_RECVS + 1];
+	struct ibv_sge sge[NV_MAX_RECVS + 1];
+};
+
+struct nv_recv_comm {
+	struct nv_comm base;
+	uint64_t head;			/* sequence of the next irecv */
+	int gdr_flush;			/* flush QPs exist */
+};
+
+/* ---- comm lifetime (qp.c) --------------------------------------------- */
+/* Opens PD/CQ/control MR on every device of vdev; QPs come later. */
+nv_status_t nv_comm_init(struct nv_comm *c, int type, int vdev, int nreq);
+nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps);
+/* INIT -> RTR -> RTS of every QP against c->rmeta; sets ECE when given. */
+nv_status_t nv_comm_qps_ready(struct nv_comm *c, int tc);
+void nv_comm_fill_meta(struct nv_comm *c, int role, struct nv_meta *m);
+nv_status_t nv_comm_probe_post(struct nv_comm *c);
+/* 1 all probes succeeded, 0 not yet, < 0 failed (logged, c->error set). */
+int nv_comm_probe_poll(struct nv_comm *c);
+nv_status_t nv_comm_flush_qps(struct nv_comm *c);
+nv_status_t nv_comm_destroy(struct nv_comm *c);
+
+/* ---- data path helpers (p2p.c) ------------------------------------------ */
+/* Called once the handshake completed, before the comm is returned. */
+void nv_send_comm_ready(struct nv_send_comm *sc);
+void nv_recv_comm_ready(struct nv_recv_comm *rc);
+void nv_comm_reqs_init(struct nv_comm *c);
+/* Records the sticky error once (logs it); later calls are no-ops. */
+void nv_comm_fail(struct nv_comm *c, nv_status_t st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Logs and formats one error completion into c (sticky). */
+void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc);
+uint64_t nv_now_ns(void);
+
+/* ---- shared helpers (connect.c) ---------------------------------------- */
+int nv_connect_timeout_ms(void);
+const char *nv_mem_kind_str(int kind);
+
+#endif /* NV_COMM_H */

@@ -1,0 +1,587 @@
+/*
+ * connect.c - listen / connect / accept as explicit non-blocking state
+ * machines over the out-of-band TCP socket.
+ *
+ * Handshake (every message: 16-byte header + fixed-size payload, wire.h):
+ *   connector                                listener
+ *   HELLO(secret) + META(send, QPs in INIT) ->
+ *                                           <- META(recv, QPs at RTS, reduced ECE)
+ *   RTR/RTS, probe RDMA write on every QP
+ *   STATUS(ok | failure code)               ->
+ *                                              probe RDMA write on every QP
+ *                                           <- STATUS(ok | failure code)
+ *   comm returned                              comm returned
+ * A side that fails sends a STATUS with a failure code when it can, so the
+ * other side's error names the real cause. Every state has a deadline of
+ * NCCL_VERBS_CONNECT_TIMEOUT_MS; a silent or dead peer is reported by name.
+ *
+ * The listener keeps up to NV_LISTEN_PENDING unauthenticated connections;
+ * each must present the secret within the deadline or is dropped (the
+ * oldest is evicted under a flood), without disturbing the others.
+ *
+ * Connect state between calls lives behind a pointer stored in the second
+ * half of NCCL's 128-byte handle buffer (our handle uses the first 64 bytes),
+ * tagged with a per-process token so a handle from another process is never
+ * mistaken for one of ours.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "handshake.h"
+#include "ibv.h"
+#include "mr.h"
+#include "nv_api.h"
+#include "param.h"
+
+#define NV_STAGE_MAGIC 0x4e56535447453031ull /* "NVSTGE01" */
+#define NV_RETRY_NS 50000000ull
+
+struct nv_connect_state {
+	struct nv_hs hs;
+	struct nv_send_comm *sc;
+	struct nv_sock_addr addr;
+	int vdev;
+	int traffic_class;
+	uint64_t next_try_ns;
+	int tries;
+};
+
+/* Lives in bytes 64..127 of NCCL's handle buffer while a connect is in progress. */
+struct nv_stage {
+	uint64_t magic;
+	uint64_t token;
+	struct nv_connect_state *cs;
+};
+_Static_assert(NV_WIRE_HANDLE_SIZE + sizeof(struct nv_stage) <= 128, "stage fits the handle");
+
+static pthread_once_t nv_if_once = PTHREAD_ONCE_INIT;
+static nv_status_t nv_if_status;
+static struct nv_sock_addr nv_if_addr;
+static char nv_if_name[NV_SOCK_IFNAME_LEN];
+static uint64_t nv_process_token;
+
+uint64_t nv_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int nv_connect_timeout_ms(void)
+{
+	return (int)nv_param_int(NV_PARAM_VERBS_CONNECT_TIMEOUT_MS);
+}
+
+uint64_t nv_deadline(void)
+{
+	return nv_now_ns() + (uint64_t)nv_connect_timeout_ms() * 1000000ull;
+}
+
+nv_status_t nv_random(void *buf, size_t len)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		ssize_t n = getrandom((char *)buf + off, len - off, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			NV_WARN("getrandom failed: %s; cannot make a listener secret",
+				strerror(errno));
+			return NV_ERR_SYSTEM;
+		}
+		off += (size_t)n;
+	}
+	return NV_OK;
+}
+
+static void nv_if_pick(void)
+{
+	char s[NV_SOCK_ADDR_STRLEN];
+
+	nv_if_status = nv_sock_pick_if(nv_param_str(NV_PARAM_SOCKET_IFNAME),
+				       nv_param_str(NV_PARAM_SOCKET_FAMILY), &nv_if_addr,
+				       nv_if_name, sizeof(nv_if_name));
+	if (nv_if_status == NV_OK)
+		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "handshake interface %s, address %s", nv_if_name,
+			nv_sock_addr_str(&nv_if_addr, s, sizeof(s)));
+	if (nv_random(&nv_process_token, sizeof(nv_process_token)) != NV_OK)
+		nv_process_token = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ nv_now_ns();
+}
+
+/* ---- message helpers ----------------------------------------------------- */
+
+size_t nv_hs_put(uint8_t *buf, uint16_t type, const void *payload_src)
+{
+	struct nv_msg_hdr h = { .type = type, .len = nv_wire_payload_size(type) };
+
+	nv_wire_hdr_encode(&h, buf);
+	if (type == NV_MSG_HELLO)
+		nv_wire_hello_encode(payload_src, buf + NV_WIRE_HDR_SIZE);
+	else if (type == NV_MSG_META)
+		nv_wire_meta_encode(payload_src, buf + NV_WIRE_HDR_SIZE);
+	else
+		nv_wire_status_encode(*(const uint32_t *)payload_src, buf + NV_WIRE_HDR_SIZE);
+	return NV_WIRE_HDR_SIZE + h.len;
+}
+
+void nv_hs_queue_status(struct nv_hs *hs, uint32_t code)
+{
+	hs->out_len = nv_hs_put(hs->out, NV_MSG_STATUS, &code);
+	hs->out_off = 0;
+}
+
+/* Best effort, never blocks: tell the peer why we give up. */
+void nv_hs_send_failure(int fd, uint32_t code)
+{
+	uint8_t buf[NV_STATUS_MSG_SIZE];
+	size_t off = 0;
+
+	if (fd < 0)
+		return;
+	nv_hs_put(buf, NV_MSG_STATUS, &code);
+	(void)nv_sock_send(fd, buf, sizeof(buf), &off);
+}
+
+/*
+ * Receives one message of type `want` (or a STATUS, which a failing peer may
+ * send instead). 1: complete in hs->in; 0: not yet; -1: error text in hs->why.
+ */
+int nv_hs_recv(struct nv_hs *hs, int fd, uint16_t want)
+{
+	size_t len = hs->have_hdr ? NV_WIRE_HDR_SIZE + hs->hdr.len : NV_WIRE_HDR_SIZE;
+	int rc = nv_sock_recv(fd, hs->in, len, &hs->in_off);
+
+	if (rc < 0) {
+		snprintf(hs->why, sizeof(hs->why), "%s",
+			 rc == -ECONNRESET ? "the peer closed the connection (process exited, "
+					     "aborted, or refused us)"
+					   : strerror(-rc));
+		return -1;
+	}
+	if (rc == 0)
+		return 0;
+	if (!hs->have_hdr) {
+		if (nv_wire_hdr_decode(hs->in, NV_WIRE_HDR_SIZE, &hs->hdr, hs->why,
+				       sizeof(hs->why)) != NV_OK)
+			return -1;
+		if (hs->hdr.type != want && hs->hdr.type != NV_MSG_STATUS) {
+			snprintf(hs->why, sizeof(hs->why), "unexpected message type %u (wanted %u)",
+				 hs->hdr.type, want);
+			return -1;
+		}
+		hs->have_hdr = 1;
+		return nv_hs_recv(hs, fd, want);
+	}
+	hs->have_hdr = 0;
+	hs->in_off = 0;
+	return 1;
+}
+
+/* After nv_hs_recv() == 1 for a STATUS: 0 when it says OK, else -1 with why. */
+int nv_hs_status(struct nv_hs *hs)
+{
+	uint32_t code;
+
+	if (nv_wire_status_decode(hs->in + NV_WIRE_HDR_SIZE, hs->hdr.len, &code, hs->why,
+				  sizeof(hs->why)) != NV_OK)
+		return -1;
+	if (code == NV_WST_OK)
+		return 0;
+	snprintf(hs->why, sizeof(hs->why), "the peer gave up: %s", nv_wire_status_str(code));
+	return -1;
+}
+
+/* Decodes the peer's META into c->rmeta and checks it against us. */
+int nv_hs_meta(struct nv_hs *hs, struct nv_comm *c, int role, uint32_t *code)
+{
+	struct nv_meta *m;
+	int i;
+
+	*code = NV_WST_BAD_META;
+	if (hs->hdr.type == NV_MSG_STATUS) {
+		*code = NV_WST_OK; /* nothing to tell a peer that already gave up */
+		if (nv_hs_status(hs) == 0)
+			snprintf(hs->why, sizeof(hs->why), "protocol error: status instead of metadata");
+		return -1;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		snprintf(hs->why, sizeof(hs->why), "out of memory");
+		*code = NV_WST_RESOURCES;
+		return -1;
+	}
+	free(c->rmeta);
+	c->rmeta = m;
+	if (nv_wire_meta_decode(hs->in + NV_WIRE_HDR_SIZE, hs->hdr.len, m, hs->why,
+				sizeof(hs->why)) != NV_OK)
+		return -1;
+	if (m->role != role) {
+		snprintf(hs->why, sizeof(hs->why), "metadata role %u, expected %d", m->role, role);
+		return -1;
+	}
+	for (i = 0; i < c->ndevs; i++) {
+		if (m->dev[0].link_layer != c->dev[i].dev->link_layer) {
+			snprintf(hs->why, sizeof(hs->why),
+				 "link layers differ: %.32s is %s, the peer's %.31s is %s; restrict "
+				 "NCCL_IB_HCA to one link type", c->dev[i].dev->name,
+				 c->dev[i].dev->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB",
+				 m->dev[0].name,
+				 m->dev[0].link_layer == NV_WIRE_LL_ETH ? "RoCE" : "IB");
+			*code = NV_WST_LINK_MISMATCH;
+			return -1;
+		}
+	}
+	*code = NV_WST_OK;
+	return 0;
+}
+
+int nv_hs_expired(struct nv_hs *hs, const char *waiting_for)
+{
+	if (nv_now_ns() < hs->deadline_ns)
+		return 0;
+	snprintf(hs->why, sizeof(hs->why),
+		 "no progress within NCCL_VERBS_CONNECT_TIMEOUT_MS=%d while waiting for %s",
+		 nv_connect_timeout_ms(), waiting_for);
+	return 1;
+}
+
+/* QPs per message: all when the sender splits, else one per device. */
+int nv_comm_data_qps(const struct nv_comm *c, int split)
+{
+	int n = c->ndevs > c->rmeta->ndevs ? c->ndevs : c->rmeta->ndevs;
+
+	if (split || n > c->nqps)
+		n = c->nqps;
+	return n;
+}
+
+
+nv_status_t nv_if_get(struct nv_sock_addr *addr)
+{
+	pthread_once(&nv_if_once, nv_if_pick);
+	if (addr)
+		*addr = nv_if_addr;
+	return nv_if_status;
+}
+
+uint64_t nv_process_token_get(void)
+{
+	pthread_once(&nv_if_once, nv_if_pick);
+	return nv_process_token;
+}
+
+/* 1 when hs->out is fully sent, 0 not yet, -1 error (why). */
+int nv_hs_flush_out(struct nv_hs *hs, int fd)
+{
+	int rc = nv_sock_send(fd, hs->out, hs->out_len, &hs->out_off);
+
+	if (rc < 0) {
+		snprintf(hs->why, sizeof(hs->why), "sending failed: %s (the peer went away)",
+			 strerror(-rc));
+		return -1;
+	}
+	return rc;
+}
+
+const char *nv_mem_kind_str(int kind)
+{
+	switch (kind) {
+	case NV_MEM_CUDA:
+		return "GPU";
+	case NV_MEM_DMABUF:
+		return "GPU (dma-buf)";
+	default:
+		return "host";
+	}
+}
+
+/* ---- the connect state machine ------------------------------------------ */
+
+enum nv_con_state {
+	NV_CON_TCP,		/* TCP connect to the listener (retried until the deadline) */
+	NV_CON_SEND_META,	/* HELLO + our META going out */
+	NV_CON_RECV_META,	/* waiting for the receiver's META */
+	NV_CON_PROBE,		/* our path-proving RDMA writes in flight */
+	NV_CON_SEND_READY,	/* STATUS(ok) going out */
+	NV_CON_RECV_DONE,	/* waiting for the receiver's probe result */
+	NV_CON_DONE,
+	NV_CON_NSTATES
+};
+
+static const char *const nv_con_state_names[NV_CON_NSTATES] = {
+	[NV_CON_TCP] = "TCP connect",
+	[NV_CON_SEND_META] = "sending hello and metadata",
+	[NV_CON_RECV_META] = "waiting for the receiver's metadata",
+	[NV_CON_PROBE] = "path check (RDMA write to the receiver)",
+	[NV_CON_SEND_READY] = "sending ready",
+	[NV_CON_RECV_DONE] = "waiting for the receiver's path check",
+	[NV_CON_DONE] = "connected",
+};
+
+static int nv_con_fail(struct nv_connect_state *cs, uint32_t code)
+{
+	nv_hs_send_failure(cs->sc->base.fd, code);
+	return NV_STEP_FAIL;
+}
+
+static int nv_con_resources(struct nv_connect_state *cs)
+{
+	struct nv_comm *c = &cs->sc->base;
+	struct nv_meta *m;
+	struct nv_hello hello;
+	int64_t sl = nv_param_int(NV_PARAM_IB_SL), tc = nv_param_int(NV_PARAM_IB_TC);
+	size_t off;
+
+	if (nv_comm_init(c, NV_COMM_SEND, cs->vdev, NV_SEND_REQS) != NV_OK ||
+	    nv_comm_create_qps(c, (int)nv_param_int(NV_PARAM_IB_QPS_PER_CONNECTION) *
+					  c->ndevs) != NV_OK) {
+		snprintf(cs->hs.why, sizeof(cs->hs.why), "local verbs resources (see above)");
+		return nv_con_fail(cs, NV_WST_RESOURCES);
+	}
+	c->tc = (uint8_t)(tc >= 0 ? tc : cs->traffic_class >= 0 ? cs->traffic_class : 0);
+	c->sl = (uint8_t)(sl >= 0 ? sl : 0);
+	m = malloc(sizeof(*m));
+	if (!m) {
+		snprintf(cs->hs.why, sizeof(cs->hs.why), "out of memory");
+		return nv_con_fail(cs, NV_WST_RESOURCES);
+	}
+	nv_comm_fill_meta(c, NV_META_ROLE_SEND, m);
+	m->split = (uint8_t)nv_param_int(NV_PARAM_IB_SPLIT_DATA_ON_QPS);
+	memcpy(hello.secret, cs->hs.in, NV_WIRE_SECRET_LEN); /* stashed by nv_net_connect */
+	hello.conn_id = (uint64_t)(uintptr_t)cs;
+	off = nv_hs_put(cs->hs.out, NV_MSG_HELLO, &hello);
+	cs->hs.out_len = off + nv_hs_put(cs->hs.out + off, NV_MSG_META, m);
+	cs->hs.out_off = 0;
+	memset(cs->hs.in, 0, sizeof(cs->hs.in));
+	free(m);
+	return NV_STEP_NEXT;
+}
+
+static int nv_con_tcp(struct nv_connect_state *cs)
+{
+	struct nv_comm *c = &cs->sc->base;
+	int rc;
+
+	if (c->fd < 0) {
+		if (nv_now_ns() < cs->next_try_ns)
+			return nv_hs_expired(&cs->hs, "the listener to accept TCP") ? NV_STEP_FAIL
+										    : NV_STEP_WAIT;
+		rc = nv_sock_connect_start(&cs->addr, &c->fd);
+		if (rc < 0) {
+			snprintf(cs->hs.why, sizeof(cs->hs.why), "socket: %s", strerror(-rc));
+			return NV_STEP_FAIL;
+		}
+	}
+	rc = nv_sock_connect_check(c->fd);
+	if (rc == 1) {
+		cs->hs.state = NV_CON_SEND_META;
+		return nv_con_resources(cs);
+	}
+	if (rc < 0 && rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -EHOSTUNREACH &&
+	    rc != -ENETUNREACH && rc != -ECONNRESET) {
+		snprintf(cs->hs.why, sizeof(cs->hs.why), "TCP connect: %s", strerror(-rc));
+		return NV_STEP_FAIL;
+	}
+	if (rc < 0) {
+		snprintf(cs->hs.why, sizeof(cs->hs.why), "TCP connect: %s", strerror(-rc));
+		nv_sock_close(&c->fd);
+		cs->tries++;
+		cs->next_try_ns = nv_now_ns() + NV_RETRY_NS * (uint64_t)(cs->tries < 10 ? cs->tries : 10);
+	}
+	if (nv_now_ns() >= cs->hs.deadline_ns) {
+		if (rc == 0)
+			nv_hs_expired(&cs->hs, "the TCP connection to be accepted");
+		return NV_STEP_FAIL;
+	}
+	return NV_STEP_WAIT;
+}
+
+static int nv_con_send(struct nv_connect_state *cs, int next, const char *what)
+{
+	int rc = nv_hs_flush_out(&cs->hs, cs->sc->base.fd);
+
+	if (rc < 0)
+		return NV_STEP_FAIL;
+	if (rc == 0)
+		return nv_hs_expired(&cs->hs, what) ? NV_STEP_FAIL : NV_STEP_WAIT;
+	cs->hs.state = next;
+	cs->hs.deadline_ns = nv_deadline();
+	return NV_STEP_NEXT;
+}
+
+static int nv_con_recv_meta(struct nv_connect_state *cs)
+{
+	struct nv_comm *c = &cs->sc->base;
+	uint32_t code;
+	int rc = nv_hs_recv(&cs->hs, c->fd, NV_MSG_META);
+
+	if (rc < 0)
+		return NV_STEP_FAIL;
+	if (rc == 0)
+		return nv_hs_expired(&cs->hs, "the receiver's metadata (is the peer calling accept?)")
+			       ? nv_con_fail(cs, NV_WST_TIMEOUT) : NV_STEP_WAIT;
+	if (nv_hs_meta(&cs->hs, c, NV_META_ROLE_RECV, &code) < 0)
+		return nv_con_fail(cs, code);
+	if (c->rmeta->nqps != c->nqps) {
+		snprintf(cs->hs.why, sizeof(cs->hs.why), "the receiver has %u QPs, we have %d",
+			 c->rmeta->nqps, c->nqps);
+		return nv_con_fail(cs, NV_WST_BAD_META);
+	}
+	c->rctrl_addr = c->rmeta->addr;
+	c->nq = nv_comm_data_qps(c, (int)nv_param_int(NV_PARAM_IB_SPLIT_DATA_ON_QPS));
+	if (nv_comm_qps_ready(c, c->tc) != NV_OK) {
+		snprintf(cs->hs.why, sizeof(cs->hs.why), "QP bring-up (see above)");
+		return nv_con_fail(cs, NV_WST_QP_FAILED);
+	}
+	if (nv_comm_probe_post(c) != NV_OK) {
+		snprintf(cs->hs.why, sizeof(cs->hs.why), "posting the path check (see above)");
+		return nv_con_fail(cs, NV_WST_PROBE_FAILED);
+	}
+	cs->hs.state = NV_CON_PROBE;
+	cs->hs.deadline_ns = nv_deadline();
+	return NV_STEP_NEXT;
+}
+
+static int nv_con_probe(struct nv_connect_state *cs)
+{
+	int rc = nv_comm_probe_poll(&cs->sc->base);
+
+	if (rc < 0) {
+		snprintf(cs->hs.why, sizeof(cs->hs.why), "the path check failed (see the error above)");
+		return nv_con_fail(cs, NV_WST_PROBE_FAILED);
+	}
+	if (rc == 0)
+		return nv_hs_expired(&cs->hs, "the path-check RDMA write to complete")
+			       ? nv_con_fail(cs, NV_WST_PROBE_FAILED) : NV_STEP_WAIT;
+	nv_hs_queue_status(&cs->hs, NV_WST_OK);
+	cs->hs.state = NV_CON_SEND_READY;
+	return NV_STEP_NEXT;
+}
+
+static int nv_con_recv_done(struct nv_connect_state *cs)
+{
+	int rc = nv_hs_recv(&cs->hs, cs->sc->base.fd, NV_MSG_STATUS);
+
+	if (rc < 0)
+		return NV_STEP_FAIL;
+	if (rc == 0)
+		return nv_hs_expired(&cs->hs, "the receiver's path check") ? NV_STEP_FAIL
+									   : NV_STEP_WAIT;
+	if (nv_hs_status(&cs->hs) < 0)
+		return NV_STEP_FAIL;
+	cs->hs.state = NV_CON_DONE;
+	return NV_STEP_NEXT;
+}
+
+static int nv_con_step(struct nv_connect_state *cs)
+{
+	switch (cs->hs.state) {
+	case NV_CON_TCP:
+		return nv_con_tcp(cs);
+	case NV_CON_SEND_META:
+		return nv_con_send(cs, NV_CON_RECV_META, "the listener to read our metadata");
+	case NV_CON_RECV_META:
+		return nv_con_recv_meta(cs);
+	case NV_CON_PROBE:
+		return nv_con_probe(cs);
+	case NV_CON_SEND_READY:
+		return nv_con_send(cs, NV_CON_RECV_DONE, "the listener to read our status");
+	case NV_CON_RECV_DONE:
+		return nv_con_recv_done(cs);
+	default:
+		return NV_STEP_WAIT;
+	}
+}
+
+static nv_status_t nv_con_start(int dev, const void *handle, int traffic_class,
+				struct nv_connect_state **out)
+{
+	struct nv_connect_state *cs;
+	struct nv_handle h;
+	char why[NV_WIRE_WHY_LEN];
+
+	if (nv_wire_handle_decode(handle, NV_WIRE_HANDLE_SIZE, &h, why, sizeof(why)) != NV_OK) {
+		NV_WARN("connect on device %d: the handle is unusable: %s", dev, why);
+		return NV_ERR_INVALID;
+	}
+	if (!nv_vdev_get(dev)) {
+		NV_WARN("connect: network device %d does not exist (%d devices)", dev,
+			nv_vdev_count());
+		return NV_ERR_INVALID;
+	}
+	cs = calloc(1, sizeof(*cs));
+	if (cs)
+		cs->sc = calloc(1, sizeof(*cs->sc));
+	if (!cs || !cs->sc) {
+		free(cs);
+		NV_WARN("connect: out of memory");
+		return NV_ERR_SYSTEM;
+	}
+	cs->sc->base.fd = -1;
+	cs->sc->base.type = NV_COMM_SEND;
+	cs->vdev = dev;
+	cs->traffic_class = traffic_class;
+	nv_sock_addr_from_handle(&h, &cs->addr);
+	nv_sock_addr_str(&cs->addr, cs->sc->base.peer, sizeof(cs->sc->base.peer));
+	memcpy(cs->hs.in, h.secret, NV_WIRE_SECRET_LEN); /* until the hello is built */
+	cs->hs.state = NV_CON_TCP;
+	cs->hs.deadline_ns = nv_deadline();
+	*out = cs;
+	return NV_OK;
+}
+
+nv_status_t nv_net_connect(struct nv_ctx *ctx, int dev, void *handle, int traffic_class,
+			   void **send_comm)
+{
+	struct nv_stage stage;
+	struct nv_connect_state *cs = NULL;
+	nv_status_t st;
+	int rc;
+
+	(void)ctx;
+	*send_comm = NULL;
+	memcpy(&stage, (char *)handle + NV_WIRE_HANDLE_SIZE, sizeof(stage));
+	if (stage.magic == NV_STAGE_MAGIC && stage.token == nv_process_token_get() && stage.cs) {
+		cs = stage.cs;
+	} else {
+		st = nv_con_start(dev, handle, traffic_class, &cs);
+		if (st != NV_OK)
+			return st;
+		stage.magic = NV_STAGE_MAGIC;
+		stage.token = nv_process_token_get();
+		stage.cs = cs;
+		memcpy((char *)handle + NV_WIRE_HANDLE_SIZE, &stage, sizeof(stage));
+	}
+	do
+		rc = nv_con_step(cs);
+	while (rc == NV_STEP_NEXT && cs->hs.state != NV_CON_DONE);
+	if (rc == NV_STEP_WAIT)
+		return NV_OK;
+	memset((char *)handle + NV_WIRE_HANDLE_SIZE, 0, sizeof(stage));
+	if (rc == NV_STEP_FAIL) {
+		NV_WARN("connect to %s failed while %s: %s", cs->sc->base.peer,
+			nv_con_state_names[cs->hs.state], cs->hs.why);
+		nv_comm_destroy(&cs->sc->base);
+		free(cs->sc);
+		free(cs);
+		return NV_ERR_REMOTE;
+	}
+	nv_send_comm_ready(cs->sc);
+	NV_INFO(NV_SUB_NET, "connected to %s: %d QP(s), %d per message, first QPN 0x%x -> 0x%x",
+		cs->sc->base.peer, cs->sc->base.nqps, cs->sc->base.nq, cs->sc->base.qps[0].qp->qp_num,
+		cs->sc->base.qps[0].rqpn);
+	*send_comm = cs->sc;
+	free(cs);
+	return NV_OK;
+}

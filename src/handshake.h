@@ -1,0 +1,56 @@
+/*
+ * handshake.h - helpers shared by the connect (connect.c) and accept
+ * (accept.c) state machines: buffered message I/O over the non-blocking
+ * socket, deadlines, and the checks every received message goes through.
+ *
+ * Contract: helpers never block and never log; they explain failures in
+ * hs->why, and the state machine that owns hs logs once, naming the peer
+ * and the state.
+ */
+#ifndef NV_HANDSHAKE_H
+#define NV_HANDSHAKE_H
+
+#include <stdint.h>
+#include "comm.h"
+#include "wire.h"
+
+#define NV_HELLO_MSG_SIZE (NV_WIRE_HDR_SIZE + NV_WIRE_HELLO_SIZE)
+#define NV_META_MSG_SIZE (NV_WIRE_HDR_SIZE + NV_WIRE_META_SIZE)
+#define NV_STATUS_MSG_SIZE (NV_WIRE_HDR_SIZE + NV_WIRE_STATUS_SIZE)
+
+/* Progress of one side of a handshake. */
+struct nv_hs {
+	int state;
+	uint64_t deadline_ns;
+	uint8_t out[NV_HELLO_MSG_SIZE + NV_META_MSG_SIZE];
+	size_t out_len, out_off;
+	uint8_t in[NV_META_MSG_SIZE];
+	size_t in_off;
+	struct nv_msg_hdr hdr;
+	int have_hdr;
+	char why[NV_WIRE_WHY_LEN];
+};
+
+/* Step results of the state machines. */
+#define NV_STEP_WAIT 0		/* nothing more to do now; call again later */
+#define NV_STEP_NEXT 1		/* moved to another state; step again */
+#define NV_STEP_FAIL (-1)	/* failed; reason in hs->why or the comm */
+
+/* Chosen handshake interface (once per process); status of that choice. */
+nv_status_t nv_if_get(struct nv_sock_addr *addr);
+uint64_t nv_process_token_get(void);
+uint64_t nv_deadline(void);
+nv_status_t nv_random(void *buf, size_t len);
+
+/* Encodes header + payload of `type` into buf; returns the bytes written. */
+size_t nv_hs_put(uint8_t *buf, uint16_t type, const void *payload_src);
+void nv_hs_queue_status(struct nv_hs *hs, uint32_t code);
+void nv_hs_send_failure(int fd, uint32_t code);
+int nv_hs_recv(struct nv_hs *hs, int fd, uint16_t want);
+int nv_hs_status(struct nv_hs *hs);
+int nv_hs_meta(struct nv_hs *hs, struct nv_comm *c, int role, uint32_t *code);
+int nv_hs_expired(struct nv_hs *hs, const char *waiting_for);
+int nv_hs_flush_out(struct nv_hs *hs, int fd);
+int nv_comm_data_qps(const struct nv_comm *c, int split);
+
+#endif /* NV_HANDSHAKE_H */

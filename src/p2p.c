@@ -1,0 +1,734 @@
+/*
+ * p2p.c - the data path: isend / irecv / test / iflush, CQ polling, and
+ * memory registration on comms (protocol in comm.h).
+ *
+ * Rules kept here: no allocation, no lock and no system call per operation
+ * (the only syscall is a rate-limited socket liveness check while a caller
+ * is waiting without progress); send queues never overflow because every
+ * post first checks the QP's outstanding-WR count, and every chain ends
+ * with a signalled WR that retires the count; errors are sticky.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "ibv.h"
+#include "mr.h"
+#include "nv_api.h"
+
+#define NV_UNMATCHED 0xffff
+
+void nv_comm_reqs_init(struct nv_comm *c)
+{
+	int i;
+
+	for (i = 0; i < c->nreq; i++) {
+		c->reqs[i].comm = c;
+		c->reqs[i].idx = (uint16_t)i;
+		c->reqs[i].type = NV_REQ_FREE;
+		c->reqs[i].next_free = (int16_t)(i + 1 < c->nreq ? i + 1 : -1);
+	}
+	c->free_head = c->nreq > 0 ? 0 : -1;
+}
+
+static struct nv_request *nv_req_get(struct nv_comm *c, int type)
+{
+	struct nv_request *r;
+
+	if (c->free_head < 0)
+		return NULL;
+	r = &c->reqs[c->free_head];
+	c->free_head = r->next_free;
+	r->type = (uint8_t)type;
+	r->done = 0;
+	r->pending = 0;
+	r->nreqs = 1;
+	return r;
+}
+
+static void nv_req_put(struct nv_comm *c, struct nv_request *r)
+{
+	r->type = NV_REQ_FREE;
+	r->next_free = (int16_t)c->free_head;
+	c->free_head = r->idx;
+}
+
+void nv_comm_fail(struct nv_comm *c, nv_status_t st, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->error != NV_OK)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(c->why, sizeof(c->why), fmt, ap);
+	va_end(ap);
+	c->error = st;
+	NV_WARN("%s", c->why);
+}
+
+/* Sticky errors and fatal async events; NV_OK when the comm is usable. */
+static nv_status_t nv_comm_check(struct nv_comm *c, const char *fn)
+{
+	int d;
+
+	if (nv_likely(c->error == NV_OK)) {
+		if (nv_unlikely(nv_async_sink_failed(&c->sink)))
+			nv_comm_fail(c, NV_ERR_SYSTEM, "connection to %s: fatal asynchronous event: %s",
+				     c->peer, c->sink.what);
+		for (d = 0; d < c->ndevs && c->error == NV_OK; d++)
+			if (nv_unlikely(nv_hca_failed(c->dev[d].hca)))
+				nv_comm_fail(c, NV_ERR_SYSTEM,
+					     "connection to %s: device %s failed: %s", c->peer,
+					     c->dev[d].hca->name, c->dev[d].hca->sink.what);
+		if (c->error == NV_OK)
+			return NV_OK;
+		return c->error;
+	}
+	NV_WARN("%s on the failed connection to %s: %s", fn, c->peer, c->why);
+	return c->error;
+}
+
+/* ---- completions ------------------------------------------------------- */
+
+static void nv_send_done(struct nv_send_comm *s, const struct ibv_wc *wc)
+{
+	struct nv_comm *c = &s->base;
+	struct nv_send_slot *sl = &s->slots[NV_WRID_IDX(wc->wr_id) % NV_FIFO_SLOTS];
+	int r;
+
+	c->qps[NV_WRID_QP(wc->wr_id)].outstanding -= (int)NV_WRID_NWR(wc->wr_id);
+	if (--sl->pending > 0)
+		return;
+	for (r = 0; r < sl->nreqs; r++)
+		c->reqs[sl->req[r]].done = 1;
+}
+
+static void nv_recv_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
+{
+	struct nv_comm *c = &rc->base;
+	struct nv_request *r = &c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq];
+	const struct nv_recv_ctrl *ctrl = c->ctrl;
+	int i;
+
+	if (r->nreqs == 1 && (wc->wc_flags & IBV_WC_WITH_IMM)) {
+		uint32_t n = ntohl(wc->imm_data);
+
+		if (n > (uint32_t)r->sizes[0]) {
+			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s sent %u bytes into a %d-byte receive "
+				     "(protocol violation)", c->peer, n, r->sizes[0]);
+			return;
+		}
+		r->sizes[0] = (int)n;
+	}
+	if (--r->pending > 0)
+		return;
+	for (i = 0; r->nreqs > 1 && i < r->nreqs; i++) {
+		int32_t n = ctrl->records[r->seq % NV_FIFO_SLOTS][i];
+
+		if (n < 0 || n > r->sizes[i]) {
+			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s reported %d bytes for grouped receive "
+				     "%d of capacity %d (protocol violation)", c->peer, n, i,
+				     r->sizes[i]);
+			return;
+		}
+		r->sizes[i] = n;
+	}
+	r->done = 1;
+}
+
+static void nv_wc_dispatch(struct nv_comm *c, const struct ibv_wc *wc)
+{
+	switch (NV_WRID_KIND(wc->wr_id)) {
+	case NV_WR_DATA:
+		nv_send_done((struct nv_send_comm *)c, wc);
+		break;
+	case NV_WR_RECV:
+		nv_recv_done((struct nv_recv_comm *)c, wc);
+		break;
+	case NV_WR_CTS:
+		c->qps[NV_WRID_QP(wc->wr_id)].outstanding -= (int)NV_WRID_NWR(wc->wr_id);
+		break;
+	case NV_WR_FLUSH: {
+		struct nv_request *r = &c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq];
+
+		if (--r->pending == 0)
+			r->done = 1;
+		break;
+	}
+	default: /* late probe completion: nothing to do */
+		break;
+	}
+}
+
+/* Polls every CQ of the comm in batches until they are empty. */
+static nv_status_t nv_comm_progress(struct nv_comm *c)
+{
+	struct ibv_wc wc[NV_CQ_POLL_BATCH];
+	int d, k, n;
+
+	for (d = 0; d < c->ndevs; d++) {
+		do {
+			if (nv_ibv_poll_cq(c->dev[d].cq, NV_CQ_POLL_BATCH, wc, &n) != NV_OK) {
+				nv_comm_fail(c, NV_ERR_SYSTEM, "polling the CQ of %s (connection to "
+					     "%s) failed", c->dev[d].hca->name, c->peer);
+				return c->error;
+			}
+			for (k = 0; k < n; k++) {
+				if (nv_unlikely(wc[k].status != IBV_WC_SUCCESS)) {
+					nv_comm_wc_error(c, d, &wc[k]);
+					return c->error;
+				}
+				nv_wc_dispatch(c, &wc[k]);
+				if (nv_unlikely(c->error != NV_OK))
+					return c->error;
+			}
+		} while (n == NV_CQ_POLL_BATCH);
+	}
+	return NV_OK;
+}
+
+/*
+ * Called when a caller is waiting without progress: at most every
+ * NV_LIVENESS_NS, check the handshake socket, so a dead peer turns into an
+ * error instead of a hang even when nothing is in flight on the wire.
+ */
+static nv_status_t nv_comm_liveness(struct nv_comm *c)
+{
+	uint64_t now = nv_now_ns();
+
+	if (now - c->last_alive_ns < NV_LIVENESS_NS)
+		return NV_OK;
+	c->last_alive_ns = now;
+	if (nv_sock_alive(c->fd))
+		return NV_OK;
+	if (nv_comm_progress(c) != NV_OK)
+		return c->error;
+	nv_comm_fail(c, NV_ERR_REMOTE, "peer %s closed its connection (process exited or was "
+		     "killed, or it closed the comm) while we were waiting for it", c->peer);
+	return c->error;
+}
+
+/* ---- send ---------------------------------------------------------------- */
+
+static int nv_send_room(struct nv_send_comm *s, uint64_t seq, int nwr)
+{
+	struct nv_comm *c = &s->base;
+	int i;
+
+	for (i = 0; i < c->nq; i++) {
+		struct nv_comm_qp *q = &c->qps[(seq * (uint64_t)c->nq + (uint64_t)i) % (uint64_t)c->nqps];
+
+		if (q->outstanding + nwr > q->max_wr)
+			return 0;
+	}
+	return 1;
+}
+
+static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *sl, int i)
+{
+	struct nv_comm *c = &s->base;
+	struct nv_send_ctrl *ctrl = c->ctrl;
+	uint32_t slot = (uint32_t)(sl->seq % NV_FIFO_SLOTS);
+	uint32_t qi = (uint32_t)((sl->seq * (uint64_t)c->nq + (uint64_t)i) % (uint64_t)c->nqps);
+	struct nv_comm_qp *q = &c->qps[qi];
+	const struct nv_cts_entry *e = ctrl->fifo[slot];
+	struct ibv_send_wr *bad, *last;
+	int r, nwr = 0;
+
+	for (r = 0; r < sl->nreqs; r++) {
+		struct nv_request *req = &c->reqs[sl->req[r]];
+		uint64_t chunk = NV_ALIGN_UP((req->size + (uint64_t)c->nq - 1) / (uint64_t)c->nq,
+					     (uint64_t)NV_CHUNK_ALIGN);
+		uint64_t off = chunk * (uint64_t)i;
+
+		if (off >= req->size)
+			continue;
+		s->sge[nwr].addr = (uintptr_t)req->data + off;
+		s->sge[nwr].length = (uint32_t)(req->size - off < chunk ? req->size - off : chunk);
+		s->sge[nwr].lkey = req->mh->lkey[q->dev];
+		s->wr[nwr].opcode = IBV_WR_RDMA_WRITE;
+		s->wr[nwr].num_sge = 1;
+		s->wr[nwr].wr.rdma.remote_addr = e[req->entry].addr + off;
+		s->wr[nwr].wr.rdma.rkey = e[req->entry].rkey[q->rdev];
+		nwr++;
+	}
+	if (sl->nreqs == 1 && nwr == 1) {
+		last = &s->wr[0];
+	} else {
+		last = &s->wr[nwr];
+		last->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		last->num_sge = 0;
+		last->wr.rdma.remote_addr = c->rctrl_addr + slot * sizeof(ctrl->sizes[0]);
+		last->wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
+		if (sl->nreqs > 1 && i == 0) {
+			for (r = 0; r < sl->nreqs; r++)
+				ctrl->sizes[slot][r] = (int32_t)c->reqs[sl->req[r]].size;
+			s->sge[nwr].addr = (uintptr_t)ctrl->sizes[slot];
+			s->sge[nwr].length = (uint32_t)(sl->nreqs * sizeof(int32_t));
+			s->sge[nwr].lkey = c->dev[q->dev].ctrl_mr->lkey;
+			last->num_sge = 1;
+		}
+		nwr++;
+	}
+	last->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	last->imm_data = htonl(sl->nreqs == 1 ? (uint32_t)c->reqs[sl->req[0]].size : 0);
+	for (r = 0; r < nwr; r++) {
+		s->wr[r].sg_list = &s->sge[r];
+		s->wr[r].send_flags = 0;
+		s->wr[r].next = &s->wr[r + 1];
+	}
+	last->send_flags = IBV_SEND_SIGNALED;
+	last->wr_id = NV_WRID(NV_WR_DATA, nwr, qi, sl->seq);
+	last->next = NULL;
+	q->outstanding += nwr;
+	if (nv_ibv_post_send(q->qp, s->wr, &bad) != NV_OK) {
+		nv_comm_fail(c, NV_ERR_SYSTEM, "posting %d data WR(s) on QP 0x%x to %s failed",
+			     nwr, q->qp->qp_num, c->peer);
+		return c->error;
+	}
+	return NV_OK;
+}
+
+static nv_status_t nv_send_post(struct nv_send_comm *s, struct nv_send_slot *sl)
+{
+	nv_status_t st;
+	int i;
+
+	sl->pending = s->base.nq;
+	sl->posted = 1;
+	for (i = 0; i < s->base.nq; i++) {
+		st = nv_send_post_qp(s, sl, i);
+		if (st != NV_OK)
+			return st;
+	}
+	return NV_OK;
+}
+
+/* Checks the whole slot once its entries arrived; 1 valid, 0 not yet, -1 hostile. */
+static int nv_send_slot_ready(struct nv_send_comm *s, uint64_t seq)
+{
+	struct nv_comm *c = &s->base;
+	const struct nv_cts_entry *e = ((struct nv_send_ctrl *)c->ctrl)->fifo[seq % NV_FIFO_SLOTS];
+	uint32_t n = __atomic_load_n(&e[0].nreqs, __ATOMIC_RELAXED);
+	uint32_t r;
+	int d;
+
+	if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != seq + 1)
+		return 0;
+	n = e[0].nreqs;
+	if (n < 1 || n > NV_MAX_RECVS) {
+		nv_comm_fail(c, NV_ERR_REMOTE, "peer %s posted a clear-to-send with %u grouped "
+			     "receives (max %d)", c->peer, n, NV_MAX_RECVS);
+		return -1;
+	}
+	for (r = 0; r < n; r++) {
+		if (__atomic_load_n(&e[r].seq, __ATOMIC_ACQUIRE) != seq + 1)
+			return 0;
+		if (e[r].nreqs != n || e[r].size > INT_MAX || (e[r].size && !e[r].addr))
+			goto err_entry;
+		for (d = 0; d < c->rmeta->ndevs; d++)
+			if (e[r].size && !e[r].rkey[d])
+				goto err_entry;
+	}
+	return 1;
+err_entry:
+	nv_comm_fail(c, NV_ERR_REMOTE, "peer %s posted incorrect receive info in slot %llu entry "
+		     "%u: size %llu addr 0x%llx rkey 0x%x nreqs %u", c->peer,
+		     (unsigned long long)seq, r, (unsigned long long)e[r].size,
+		     (unsigned long long)e[r].addr, e[r].rkey[0], e[r].nreqs);
+	return -1;
+}
+
+/* Makes sure slots[] for `seq` is fresh; 0 when the older occupant is still in flight. */
+static int nv_send_slot_claim(struct nv_send_comm *s, uint64_t seq, int nreqs)
+{
+	struct nv_send_slot *sl = &s->slots[seq % NV_FIFO_SLOTS];
+
+	if (sl->seq == seq && sl->nreqs)
+		return 1;
+	if (sl->pending > 0 && (nv_comm_progress(&s->base) != NV_OK || sl->pending > 0))
+		return 0;
+	sl->seq = seq;
+	sl->nreqs = (uint8_t)nreqs;
+	sl->matched = 0;
+	sl->posted = 0;
+	memset(sl->req, 0xff, sizeof(sl->req));
+	return 1;
+}
+
+nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			 void **request)
+{
+	struct nv_send_comm *s = send_comm;
+	struct nv_comm *c = &s->base;
+	const struct nv_cts_entry *e;
+	struct nv_send_slot *sl;
+	struct nv_request *req;
+	nv_status_t st;
+	int r, ready;
+
+	*request = NULL;
+	st = nv_comm_check(c, "isend");
+	if (st != NV_OK)
+		return st;
+	if (nv_unlikely(size > INT_MAX || (size && !mhandle))) {
+		NV_WARN("isend to %s: size %zu without registration or above %d", c->peer, size,
+			INT_MAX);
+		return NV_ERR_INVALID;
+	}
+	ready = nv_send_slot_ready(s, s->head);
+	if (ready <= 0)
+		return ready < 0 ? c->error : nv_comm_liveness(c);
+	e = ((struct nv_send_ctrl *)c->ctrl)->fifo[s->head % NV_FIFO_SLOTS];
+	if (!nv_send_slot_claim(s, s->head, (int)e[0].nreqs))
+		return c->error;
+	sl = &s->slots[s->head % NV_FIFO_SLOTS];
+	for (r = 0; r < sl->nreqs; r++)
+		if (sl->req[r] == NV_UNMATCHED && e[r].tag == (uint32_t)tag)
+			break;
+	if (r == sl->nreqs)
+		return NV_OK; /* no receive with this tag in the current slot yet */
+	if (!nv_send_room(s, s->head, sl->nreqs + 1) &&
+	    (nv_comm_progress(c) != NV_OK || !nv_send_room(s, s->head, sl->nreqs + 1)))
+		return c->error;
+	req = nv_req_get(c, NV_REQ_SEND);
+	if (!req)
+		return NV_OK;
+	req->data = data;
+	req->size = size < e[r].size ? size : e[r].size; /* truncation as NCCL expects */
+	req->mh = mhandle;
+	req->mem_kind = (uint8_t)(mhandle ? ((struct nv_mhandle *)mhandle)->kind : NV_MEM_HOST);
+	req->entry = r;
+	req->seq = s->head;
+	sl->req[r] = req->idx;
+	if (++sl->matched == sl->nreqs) {
+		st = nv_send_post(s, sl);
+		if (st != NV_OK)
+			return st;
+		s->head++;
+	}
+	*request = req;
+	return NV_OK;
+}
+
+void nv_send_comm_ready(struct nv_send_comm *sc)
+{
+	int i;
+
+	for (i = 0; i < NV_FIFO_SLOTS; i++)
+		sc->slots[i].seq = UINT64_MAX;
+	sc->base.last_alive_ns = nv_now_ns();
+}
+
+void nv_recv_comm_ready(struct nv_recv_comm *rc)
+{
+	rc->base.last_alive_ns = nv_now_ns();
+}
+
+/* ---- receive --------------------------------------------------------------- */
+
+static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *req, int n)
+{
+	struct nv_comm *c = &rc->base;
+	struct nv_recv_ctrl *ctrl = c->ctrl;
+	uint32_t slot = (uint32_t)(req->seq % NV_FIFO_SLOTS);
+	uint32_t qi = (uint32_t)(req->seq % (uint64_t)c->nqps);
+	struct nv_comm_qp *q = &c->qps[qi];
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)ctrl->shadow[slot];
+	sge.length = (uint32_t)(n * (int)sizeof(struct nv_cts_entry));
+	sge.lkey = c->dev[q->dev].ctrl_mr->lkey;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = c->rctrl_addr + slot * sizeof(struct nv_cts_entry) * NV_MAX_RECVS;
+	wr.wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
+	q->outstanding++;
+	if (++q->unsignalled >= NV_CTS_SIGNAL_EVERY) {
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr_id = NV_WRID(NV_WR_CTS, q->unsignalled, qi, slot);
+		q->unsignalled = 0;
+	}
+	if (nv_ibv_post_send(q->qp, &wr, &bad) != NV_OK) {
+		nv_comm_fail(c, NV_ERR_SYSTEM, "posting a clear-to-send on QP 0x%x to %s failed",
+			     q->qp->qp_num, c->peer);
+		return c->error;
+	}
+	return NV_OK;
+}
+
+static nv_status_t nv_recv_post(struct nv_recv_comm *rc, struct nv_request *req)
+{
+	struct nv_comm *c = &rc->base;
+	struct ibv_recv_wr wr, *bad;
+	int i;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = NV_WRID(NV_WR_RECV, 0, 0, req->idx);
+	for (i = 0; i < c->nq; i++) {
+		struct nv_comm_qp *q =
+			&c->qps[(req->seq * (uint64_t)c->nq + (uint64_t)i) % (uint64_t)c->nqps];
+
+		if (nv_ibv_post_recv(q->qp, &wr, &bad) != NV_OK) {
+			nv_comm_fail(c, NV_ERR_SYSTEM, "posting a receive on QP 0x%x (from %s) "
+				     "failed", q->qp->qp_num, c->peer);
+			return c->error;
+		}
+	}
+	req->pending = c->nq;
+	/* The RECVs are posted before the CTS, so data never finds an empty queue. */
+	return NV_OK;
+}
+
+nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+			 void **mhandles, void **request)
+{
+	struct nv_recv_comm *rc = recv_comm;
+	struct nv_comm *c = &rc->base;
+	struct nv_cts_entry *e;
+	struct nv_comm_qp *cq_qp;
+	struct nv_request *req;
+	nv_status_t st;
+	int i, d;
+
+	*request = NULL;
+	st = nv_comm_check(c, "irecv");
+	if (st != NV_OK)
+		return st;
+	if (nv_unlikely(n < 1 || n > NV_MAX_RECVS)) {
+		NV_WARN("irecv from %s: %d grouped receives, allowed 1..%d", c->peer, n,
+			NV_MAX_RECVS);
+		return NV_ERR_INVALID;
+	}
+	cq_qp = &c->qps[rc->head % (uint64_t)c->nqps];
+	if (cq_qp->outstanding + 1 > cq_qp->max_wr &&
+	    (nv_comm_progress(c) != NV_OK || cq_qp->outstanding + 1 > cq_qp->max_wr))
+		return c->error;
+	req = nv_req_get(c, NV_REQ_RECV);
+	if (!req)
+		return nv_comm_liveness(c);
+	req->seq = rc->head;
+	req->nreqs = (uint8_t)n;
+	req->mem_kind = (uint8_t)(mhandles[0] ? ((struct nv_mhandle *)mhandles[0])->kind
+					      : NV_MEM_HOST);
+	e = ((struct nv_recv_ctrl *)c->ctrl)->shadow[req->seq % NV_FIFO_SLOTS];
+	for (i = 0; i < n; i++) {
+		const struct nv_mhandle *mh = mhandles[i];
+
+		req->sizes[i] = sizes[i] > INT_MAX ? INT_MAX : (int)sizes[i];
+		e[i].addr = (uintptr_t)data[i];
+		e[i].size = (uint64_t)req->sizes[i];
+		for (d = 0; d < NV_COMM_MAX_DEVS; d++)
+			e[i].rkey[d] = mh && d < c->ndevs ? mh->rkey[d] : 0;
+		e[i].tag = (uint32_t)tags[i];
+		e[i].nreqs = (uint32_t)n;
+		e[i].seq = req->seq + 1;
+	}
+	st = nv_recv_post(rc, req);
+	if (st == NV_OK)
+		st = nv_recv_post_cts(rc, req, n);
+	if (st != NV_OK) {
+		nv_req_put(c, req);
+		return st;
+	}
+	rc->head++;
+	*request = req;
+	return NV_OK;
+}
+
+nv_status_t nv_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+			  void **request)
+{
+	struct nv_recv_comm *rc = recv_comm;
+	struct nv_comm *c = &rc->base;
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	struct nv_request *req;
+	const struct nv_mhandle *mh = NULL;
+	nv_status_t st;
+	int i, last = -1, d;
+
+	*request = NULL;
+	st = nv_comm_check(c, "iflush");
+	if (st != NV_OK || !rc->gdr_flush)
+		return st;
+	for (i = 0; i < n; i++) {
+		mh = mhandles[i];
+		if (sizes[i] > 0 && mh && (mh->kind & (NV_MEM_CUDA | NV_MEM_DMABUF)))
+			last = i;
+	}
+	if (last < 0)
+		return NV_OK; /* nothing in GPU memory: no flush needed */
+	mh = mhandles[last];
+	req = nv_req_get(c, NV_REQ_FLUSH);
+	if (!req)
+		return NV_OK;
+	req->mem_kind = (uint8_t)mh->kind;
+	for (d = 0; d < c->ndevs; d++) {
+		memset(&wr, 0, sizeof(wr));
+		sge.addr = (uintptr_t)&((struct nv_recv_ctrl *)c->ctrl)->flush_word;
+		sge.length = 1;
+		sge.lkey = c->dev[d].ctrl_mr->lkey;
+		wr.wr_id = NV_WRID(NV_WR_FLUSH, 1, 0, req->idx);
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_READ;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = (uintptr_t)data[last];
+		wr.wr.rdma.rkey = mh->rkey[d];
+		if (nv_ibv_post_send(c->dev[d].flush_qp, &wr, &bad) != NV_OK) {
+			nv_comm_fail(c, NV_ERR_SYSTEM, "posting the GPU flush read on %s failed",
+				     c->dev[d].hca->name);
+			return c->error;
+		}
+		req->pending++;
+	}
+	*request = req;
+	return NV_OK;
+}
+
+/* ---- test --------------------------------------------------------------------- */
+
+nv_status_t nv_net_test(void *request, int *done, int *sizes)
+{
+	struct nv_request *r = request;
+	struct nv_comm *c;
+	nv_status_t st;
+	int i;
+
+	*done = 0;
+	if (nv_unlikely(!r || r->type == NV_REQ_FREE)) {
+		NV_WARN("test: %p is not an outstanding request", request);
+		return NV_ERR_INTERNAL;
+	}
+	c = r->comm;
+	st = nv_comm_check(c, "test");
+	if (st != NV_OK)
+		return st;
+	if (!r->done) {
+		st = nv_comm_progress(c);
+		if (st != NV_OK)
+			return st;
+		if (!r->done)
+			return nv_comm_liveness(c);
+	}
+	*done = 1;
+	if (sizes && r->type == NV_REQ_SEND)
+		sizes[0] = (int)r->size;
+	else if (sizes && r->type == NV_REQ_RECV)
+		for (i = 0; i < r->nreqs; i++)
+			sizes[i] = r->sizes[i];
+	nv_req_put(c, r);
+	return NV_OK;
+}
+
+/* ---- registration and close --------------------------------------------------- */
+
+static struct nv_comm *nv_comm_of(void *comm, const char *fn)
+{
+	struct nv_comm *c = comm;
+
+	if (!c || (c->type != NV_COMM_SEND && c->type != NV_COMM_RECV)) {
+		NV_WARN("%s: %p is not a send or receive comm", fn, comm);
+		return NULL;
+	}
+	return c;
+}
+
+nv_status_t nv_net_reg_mr(void *comm, void *data, size_t size, int type, uint64_t offset,
+			  int fd, void **mhandle)
+{
+	struct nv_comm *c = nv_comm_of(comm, "regMr");
+	struct nv_mhandle *mh;
+	nv_status_t st = NV_OK;
+	int d;
+
+	*mhandle = NULL;
+	if (!c)
+		return NV_ERR_INTERNAL;
+	if (type != NV_MEM_HOST && type != NV_MEM_CUDA && type != NV_MEM_DMABUF) {
+		NV_WARN("regMr: unknown pointer type %d", type);
+		return NV_ERR_INVALID;
+	}
+	mh = calloc(1, sizeof(*mh));
+	if (!mh) {
+		NV_WARN("regMr: out of memory");
+		return NV_ERR_SYSTEM;
+	}
+	mh->kind = type;
+	for (d = 0; d < c->ndevs && st == NV_OK; d++) {
+		mh->hca[d] = c->dev[d].hca;
+		st = nv_mr_acquire(mh->hca[d], data, size, (enum nv_mem_kind)type, offset, fd,
+				   NV_MR_DATA, &mh->mr[d]);
+		if (st == NV_OK) {
+			mh->ndevs = d + 1;
+			mh->lkey[d] = mh->mr[d]->lkey;
+			mh->rkey[d] = mh->mr[d]->rkey;
+		}
+	}
+	if (st != NV_OK) {
+		for (d = 0; d < mh->ndevs; d++)
+			nv_mr_release(mh->hca[d], mh->mr[d]);
+		free(mh);
+		return st;
+	}
+	*mhandle = mh;
+	return NV_OK;
+}
+
+nv_status_t nv_net_dereg_mr(void *comm, void *mhandle)
+{
+	struct nv_mhandle *mh = mhandle;
+	nv_status_t first = NV_OK, st;
+	int d;
+
+	if (!nv_comm_of(comm, "deregMr"))
+		return NV_ERR_INTERNAL;
+	if (!mh)
+		return NV_OK;
+	for (d = 0; d < mh->ndevs; d++) {
+		st = nv_mr_release(mh->hca[d], mh->mr[d]);
+		if (first == NV_OK)
+			first = st;
+		mh->mr[d] = NULL;
+	}
+	mh->ndevs = 0;
+	free(mh);
+	return first;
+}
+
+static nv_status_t nv_comm_close(void *comm, int type, const char *fn)
+{
+	struct nv_comm *c = comm;
+	nv_status_t st;
+
+	if (!c)
+		return NV_OK;
+	if (c->type != type) {
+		NV_WARN("%s: %p is not the right kind of comm", fn, comm);
+		return NV_ERR_INTERNAL;
+	}
+	st = nv_comm_destroy(c); /* requests still outstanding die with the QPs */
+	c->type = 0;
+	free(c);
+	return st;
+}
+
+nv_status_t nv_net_close_send(void *send_comm)
+{
+	return nv_comm_close(send_comm, NV_COMM_SEND, "closeSend");
+}
+
+nv_status_t nv_net_close_recv(void *recv_comm)
+{
+	return nv_comm_close(recv_comm, NV_COMM_RECV, "closeRecv");
+}

@@ -1,0 +1,466 @@
+/*
+ * qp.c - verbs resources of a send/recv comm: PD references, CQs, control
+ * region MRs, RC QPs and their INIT -> RTR -> RTS bring-up, the GDR flush
+ * loopback QPs, and the connect-time path probe.
+ *
+ * Ownership: everything here belongs to one comm and is released by
+ * nv_comm_destroy() in reverse order (QPs -> MRs -> CQs -> PD reference),
+ * which tolerates a half-built comm and can be called twice.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "ibv.h"
+#include "mr.h"
+#include "param.h"
+
+#define NV_PROBE_VALUE 0x6e7670726f626521ull
+
+static size_t nv_comm_ctrl_size(int type)
+{
+	return type == NV_COMM_SEND ? sizeof(struct nv_send_ctrl) : sizeof(struct nv_recv_ctrl);
+}
+
+static nv_status_t nv_comm_dev_open(struct nv_comm *c, int i, int phys)
+{
+	struct nv_comm_dev *d = &c->dev[i];
+	nv_status_t st;
+
+	d->dev = nv_dev_get(phys);
+	if (!d->dev) {
+		NV_WARN("device %d does not exist (%d devices)", phys, nv_dev_count());
+		return NV_ERR_INVALID;
+	}
+	d->hca = d->dev->hca;
+	st = nv_dev_gid(d->dev, &d->gid);
+	if (st != NV_OK)
+		return st;
+	if (d->dev->link_layer == IBV_LINK_LAYER_ETHERNET && d->gid.index < 0) {
+		NV_WARN("%s:%u has no usable RoCE GID (%s); check NCCL_IB_GID_INDEX, "
+			"NCCL_IB_ADDR_FAMILY and NCCL_IB_ADDR_RANGE", d->hca->name, d->dev->port,
+			d->gid.why);
+		return NV_ERR_USAGE;
+	}
+	st = nv_hca_pd_get(d->hca, &d->pd);
+	if (st != NV_OK)
+		return st;
+	return nv_mr_acquire(d->hca, c->ctrl, nv_comm_ctrl_size(c->type), NV_MEM_HOST, 0, -1,
+			     NV_MR_CTRL, &d->ctrl_mr);
+}
+
+nv_status_t nv_comm_init(struct nv_comm *c, int type, int vdev, int nreq)
+{
+	const struct nv_vdev *vd = nv_vdev_get(vdev);
+	nv_status_t st;
+	int i;
+
+	c->type = type;
+	c->error = NV_OK;
+	if (!vd) {
+		NV_WARN("network device %d does not exist (%d devices)", vdev, nv_vdev_count());
+		return NV_ERR_INVALID;
+	}
+	if (posix_memalign(&c->ctrl, 4096, nv_comm_ctrl_size(type))) {
+		c->ctrl = NULL;
+		NV_WARN("cannot allocate the %zu-byte control region of a comm on %s",
+			nv_comm_ctrl_size(type), vd->name);
+		return NV_ERR_SYSTEM;
+	}
+	memset(c->ctrl, 0, nv_comm_ctrl_size(type));
+	c->nreq = nreq;
+	c->reqs = calloc((size_t)nreq, sizeof(*c->reqs));
+	if (!c->reqs) {
+		NV_WARN("cannot allocate %d requests for a comm on %s", nreq, vd->name);
+		return NV_ERR_SYSTEM;
+	}
+	nv_comm_reqs_init(c);
+	for (i = 0; i < vd->ndevs; i++) {
+		c->ndevs = i + 1;
+		st = nv_comm_dev_open(c, i, vd->devs[i]);
+		if (st != NV_OK)
+			return st; /* caller runs nv_comm_destroy() */
+	}
+	return NV_OK;
+}
+
+static nv_status_t nv_comm_create_cqs(struct nv_comm *c, int nqps)
+{
+	int i, per_dev = (nqps + c->ndevs - 1) / c->ndevs;
+	nv_status_t st;
+
+	for (i = 0; i < c->ndevs; i++) {
+		struct nv_comm_dev *d = &c->dev[i];
+		/* Sender: one signalled CQE per QP per message, <= NV_SEND_REQS messages.
+		 * Receiver: RECVs + every 16th CTS + flushes + probes. */
+		int depth = c->type == NV_COMM_SEND ? per_dev * NV_SEND_REQS + 64
+						     : per_dev * (2 * NV_MAX_REQUESTS) + 128;
+
+		if (depth > d->hca->attr.max_cqe)
+			depth = d->hca->attr.max_cqe;
+		st = nv_ibv_create_cq(d->hca->ctx, depth, &c->sink, &d->cq);
+		if (st != NV_OK)
+			return st;
+	}
+	return NV_OK;
+}
+
+static nv_status_t nv_comm_qp_create(struct nv_comm *c, struct nv_comm_dev *d, int send_wr,
+				     int recv_wr, int access, struct ibv_qp **qp)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr attr;
+	nv_status_t st;
+
+	memset(&init, 0, sizeof(init));
+	init.qp_context = &c->sink;
+	init.send_cq = d->cq;
+	init.recv_cq = d->cq;
+	init.qp_type = IBV_QPT_RC;
+	init.cap.max_send_wr = (uint32_t)send_wr;
+	init.cap.max_recv_wr = (uint32_t)recv_wr;
+	init.cap.max_send_sge = 1;
+	init.cap.max_recv_sge = 1;
+	st = nv_ibv_create_qp(d->pd, &init, qp);
+	if (st != NV_OK)
+		return st;
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_INIT;
+	attr.pkey_index = (uint16_t)nv_param_int(NV_PARAM_IB_PKEY);
+	attr.port_num = d->dev->port;
+	attr.qp_access_flags = access;
+	return nv_ibv_modify_qp(*qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+						    IBV_QP_ACCESS_FLAGS);
+}
+
+nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps)
+{
+	int send = c->type == NV_COMM_SEND;
+	nv_status_t st;
+	int i;
+
+	st = nv_comm_create_cqs(c, nqps);
+	if (st != NV_OK)
+		return st;
+	c->qps = calloc((size_t)nqps, sizeof(*c->qps));
+	if (!c->qps) {
+		NV_WARN("cannot allocate %d QP records", nqps);
+		return NV_ERR_SYSTEM;
+	}
+	c->nqps = nqps;
+	for (i = 0; i < nqps; i++) {
+		struct nv_comm_qp *q = &c->qps[i];
+		struct nv_comm_dev *d = &c->dev[i % c->ndevs];
+		int wr = send ? NV_SEND_QP_WR : NV_RECV_QP_SEND_WR;
+
+		if (wr > d->hca->attr.max_qp_wr)
+			wr = d->hca->attr.max_qp_wr;
+		q->dev = (uint8_t)(i % c->ndevs);
+		q->max_wr = wr;
+		st = nv_comm_qp_create(c, d, wr, send ? 1 : NV_RECV_QP_RECV_WR,
+				       send ? IBV_ACCESS_REMOTE_WRITE
+					    : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+				       &q->qp);
+		if (st != NV_OK)
+			return st;
+	}
+	return NV_OK;
+}
+
+void nv_comm_fill_meta(struct nv_comm *c, int role, struct nv_meta *m)
+{
+	int ece = (int)nv_param_int(NV_PARAM_IB_ECE_ENABLE);
+	int i;
+
+	memset(m, 0, sizeof(*m));
+	m->role = (uint8_t)role;
+	m->ndevs = (uint8_t)c->ndevs;
+	m->nqps = (uint16_t)c->nqps;
+	m->sl = c->sl;
+	m->tc = c->tc;
+	m->little_endian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+	m->addr = (uint64_t)(uintptr_t)c->ctrl;
+	if (c->type == NV_COMM_SEND) {
+		struct nv_send_ctrl *s = c->ctrl;
+
+		m->region_len = (uint32_t)(offsetof(struct nv_send_ctrl, probe_in) + 8);
+		m->probe_addr = (uint64_t)(uintptr_t)&s->probe_in;
+	} else {
+		struct nv_recv_ctrl *r = c->ctrl;
+
+		m->region_len = (uint32_t)NV_RECV_CTRL_REMOTE_LEN;
+		m->probe_addr = (uint64_t)(uintptr_t)&r->probe_in;
+	}
+	for (i = 0; i < c->ndevs; i++) {
+		struct nv_comm_dev *d = &c->dev[i];
+
+		m->dev[i].lid = d->dev->lid;
+		m->dev[i].port = d->dev->port;
+		m->dev[i].mtu = (uint8_t)d->dev->active_mtu;
+		m->dev[i].link_layer = d->dev->link_layer;
+		m->dev[i].gid_index = (uint8_t)(d->gid.index < 0 ? 0 : d->gid.index);
+		memcpy(m->dev[i].gid, d->gid.gid.raw, 16);
+		m->dev[i].rkey = d->ctrl_mr->rkey;
+		snprintf(m->dev[i].name, sizeof(m->dev[i].name), "%.31s", d->dev->name);
+	}
+	for (i = 0; i < c->nqps; i++) {
+		m->qp[i].qpn = c->qps[i].qp->qp_num;
+		m->qp[i].dev = c->qps[i].dev;
+		if (ece && nv_ibv_query_ece(c->qps[i].qp, &m->qp[i].ece_vendor_id,
+					    &m->qp[i].ece_options, &m->qp[i].ece_comp_mask) == 0)
+			m->qp[i].ece_valid = 1;
+	}
+}
+
+static int nv_comm_need_grh(const struct nv_comm_dev *d, const struct nv_meta_dev *r)
+{
+	if (d->dev->link_layer == IBV_LINK_LAYER_ETHERNET || d->dev->grh_required)
+		return 1;
+	/* IB: only across subnets (different GID subnet prefix, i.e. an IB router). */
+	return memcmp(d->gid.gid.raw, r->gid, 8) != 0 && r->gid[0] != 0;
+}
+
+static const char *nv_rtr_hint(int err, const struct nv_comm_dev *d)
+{
+	if (err == ETIMEDOUT)
+		return "address resolution timed out: the two NICs may not be on the same rail; "
+		       "try NCCL_CROSS_NIC=0 or check the routes";
+	if (err == EINVAL && d->dev->link_layer == IBV_LINK_LAYER_ETHERNET &&
+	    nv_param_is_set(NV_PARAM_IB_GID_INDEX))
+		return "NCCL_IB_GID_INDEX forces a GID this port cannot use; unset it to let the "
+		       "plugin choose";
+	return "check that both ports are ACTIVE and on the same fabric";
+}
+
+static nv_status_t nv_comm_qp_rtr(struct nv_comm *c, int i, int tc)
+{
+	struct nv_comm_qp *q = &c->qps[i];
+	struct nv_comm_dev *d = &c->dev[q->dev];
+	const struct nv_meta_dev *r = &c->rmeta->dev[c->rmeta->qp[i].dev];
+	struct ibv_qp_attr a;
+	char lg[64], rg[64];
+	nv_status_t st;
+
+	memset(&a, 0, sizeof(a));
+	q->rdev = c->rmeta->qp[i].dev;
+	q->rqpn = c->rmeta->qp[i].qpn;
+	q->mtu = d->dev->active_mtu < (enum ibv_mtu)r->mtu ? d->dev->active_mtu
+							    : (enum ibv_mtu)r->mtu;
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = q->mtu;
+	a.dest_qp_num = q->rqpn;
+	a.rq_psn = 0;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.dlid = r->lid;
+	a.ah_attr.sl = c->sl;
+	a.ah_attr.port_num = d->dev->port;
+	if (nv_comm_need_grh(d, r)) {
+		a.ah_attr.is_global = 1;
+		memcpy(a.ah_attr.grh.dgid.raw, r->gid, 16);
+		a.ah_attr.grh.sgid_index = (uint8_t)(d->gid.index < 0 ? 0 : d->gid.index);
+		a.ah_attr.grh.hop_limit = 255;
+		a.ah_attr.grh.traffic_class = (uint8_t)tc;
+	}
+	st = nv_ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+						 IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+						 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (st != NV_OK)
+		NV_WARN("RTR of QP 0x%x on %s:%u (GID index %d %s) towards peer %s %s QPN 0x%x "
+			"(LID 0x%x GID %s) failed: %s", q->qp->qp_num, d->hca->name, d->dev->port,
+			d->gid.index, nv_ibv_gid_str(&d->gid.gid, lg, sizeof(lg)), c->peer, r->name,
+			q->rqpn, r->lid, nv_ibv_gid_str((const union ibv_gid *)r->gid, rg, sizeof(rg)),
+			nv_rtr_hint(errno, d));
+	return st;
+}
+
+static nv_status_t nv_comm_qp_rts(struct nv_comm *c, int i)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = (uint8_t)nv_param_int(NV_PARAM_IB_TIMEOUT);
+	a.retry_cnt = (uint8_t)nv_param_int(NV_PARAM_IB_RETRY_CNT);
+	a.rnr_retry = 7;
+	a.sq_psn = 0;
+	a.max_rd_atomic = 1;
+	return nv_ibv_modify_qp(c->qps[i].qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+							  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+							  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+nv_status_t nv_comm_qps_ready(struct nv_comm *c, int tc)
+{
+	int ece = (int)nv_param_int(NV_PARAM_IB_ECE_ENABLE);
+	nv_status_t st;
+	int i;
+
+	for (i = 0; i < c->nqps; i++) {
+		const struct nv_meta_qp *r = &c->rmeta->qp[i];
+
+		if (ece && r->ece_valid)
+			(void)nv_ibv_set_ece(c->qps[i].qp, r->ece_vendor_id, r->ece_options,
+					     r->ece_comp_mask);
+		st = nv_comm_qp_rtr(c, i, tc);
+		if (st != NV_OK)
+			return st;
+		st = nv_comm_qp_rts(c, i);
+		if (st != NV_OK)
+			return st;
+	}
+	return NV_OK;
+}
+
+nv_status_t nv_comm_probe_post(struct nv_comm *c)
+{
+	uint64_t *src = c->type == NV_COMM_SEND ? &((struct nv_send_ctrl *)c->ctrl)->probe_src
+						 : &((struct nv_recv_ctrl *)c->ctrl)->probe_src;
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	nv_status_t st;
+	int i;
+
+	*src = NV_PROBE_VALUE;
+	for (i = 0; i < c->nqps; i++) {
+		struct nv_comm_qp *q = &c->qps[i];
+
+		memset(&wr, 0, sizeof(wr));
+		sge.addr = (uintptr_t)src;
+		sge.length = sizeof(*src);
+		sge.lkey = c->dev[q->dev].ctrl_mr->lkey;
+		wr.wr_id = NV_WRID(NV_WR_PROBE, 1, i, 0);
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = c->rmeta->probe_addr;
+		wr.wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
+		st = nv_ibv_post_send(q->qp, &wr, &bad);
+		if (st != NV_OK)
+			return st;
+		c->probe_pending++;
+	}
+	return NV_OK;
+}
+
+int nv_comm_probe_poll(struct nv_comm *c)
+{
+	struct ibv_wc wc[NV_CQ_POLL_BATCH];
+	int d, k, n;
+
+	for (d = 0; d < c->ndevs && c->probe_pending > 0; d++) {
+		if (nv_ibv_poll_cq(c->dev[d].cq, NV_CQ_POLL_BATCH, wc, &n) != NV_OK) {
+			nv_comm_fail(c, NV_ERR_SYSTEM, "polling the CQ of %s failed",
+				     c->dev[d].hca->name);
+			return -1;
+		}
+		for (k = 0; k < n; k++) {
+			if (wc[k].status != IBV_WC_SUCCESS) {
+				nv_comm_wc_error(c, d, &wc[k]);
+				return -1;
+			}
+			if (NV_WRID_KIND(wc[k].wr_id) == NV_WR_PROBE)
+				c->probe_pending--;
+		}
+	}
+	return c->probe_pending == 0;
+}
+
+/* GDR flush: one RC QP per device connected to itself (INIT with REMOTE_READ). */
+nv_status_t nv_comm_flush_qps(struct nv_comm *c)
+{
+	nv_status_t st;
+	int i;
+
+	for (i = 0; i < c->ndevs; i++) {
+		struct nv_comm_dev *d = &c->dev[i];
+		struct ibv_qp_attr a;
+
+		st = nv_comm_qp_create(c, d, NV_MAX_REQUESTS, 1,
+				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &d->flush_qp);
+		if (st != NV_OK)
+			return st;
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_RTR;
+		a.path_mtu = d->dev->active_mtu;
+		a.dest_qp_num = d->flush_qp->qp_num;
+		a.max_dest_rd_atomic = 1;
+		a.min_rnr_timer = 12;
+		a.ah_attr.dlid = d->dev->lid;
+		a.ah_attr.port_num = d->dev->port;
+		if (d->dev->link_layer == IBV_LINK_LAYER_ETHERNET || d->dev->grh_required) {
+			a.ah_attr.is_global = 1;
+			a.ah_attr.grh.dgid = d->gid.gid;
+			a.ah_attr.grh.sgid_index = (uint8_t)(d->gid.index < 0 ? 0 : d->gid.index);
+			a.ah_attr.grh.hop_limit = 255;
+		}
+		st = nv_ibv_modify_qp(d->flush_qp, &a,
+				      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+					      IBV_QP_MIN_RNR_TIMER);
+		if (st != NV_OK)
+			return st;
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_RTS;
+		a.timeout = (uint8_t)nv_param_int(NV_PARAM_IB_TIMEOUT);
+		a.retry_cnt = (uint8_t)nv_param_int(NV_PARAM_IB_RETRY_CNT);
+		a.rnr_retry = 7;
+		a.max_rd_atomic = 1;
+		st = nv_ibv_modify_qp(d->flush_qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+							       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+							       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+		if (st != NV_OK)
+			return st;
+	}
+	return NV_OK;
+}
+
+static void nv_keep_first(nv_status_t *first, nv_status_t st)
+{
+	if (*first == NV_OK)
+		*first = st;
+}
+
+nv_status_t nv_comm_destroy(struct nv_comm *c)
+{
+	nv_status_t first = NV_OK;
+	int i;
+
+	for (i = 0; c->qps && i < c->nqps; i++) {
+		if (c->qps[i].qp)
+			nv_keep_first(&first, nv_ibv_destroy_qp(c->qps[i].qp));
+		c->qps[i].qp = NULL;
+	}
+	for (i = 0; i < c->ndevs; i++) {
+		struct nv_comm_dev *d = &c->dev[i];
+
+		if (d->flush_qp)
+			nv_keep_first(&first, nv_ibv_destroy_qp(d->flush_qp));
+		d->flush_qp = NULL;
+		if (d->ctrl_mr)
+			nv_keep_first(&first, nv_mr_release(d->hca, d->ctrl_mr));
+		d->ctrl_mr = NULL;
+		if (d->cq)
+			nv_keep_first(&first, nv_ibv_destroy_cq(d->cq));
+		d->cq = NULL;
+		if (d->pd)
+			nv_hca_pd_put(d->hca);
+		d->pd = NULL;
+	}
+	free(c->qps);
+	c->qps = NULL;
+	c->nqps = 0;
+	free(c->ctrl);
+	c->ctrl = NULL;
+	free(c->reqs);
+	c->reqs = NULL;
+	free(c->rmeta);
+	c->rmeta = NULL;
+	nv_sock_close(&c->fd);
+	return first;
+}
