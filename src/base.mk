@@ -20,3 +20,15 @@ libnccl_net_verbs_la_LIBADD = libnvcore.la $(IBVERBS_LIBS)
 # get no finalize); keeping the code mapped makes that and reloads safe.
 libnccl_net_verbs_la_LDFLAGS = -module -avoid-version -shared -no-undefined \
 	-Wl,--no-undefined -Wl,-z,nodelete -export-symbols-regex '^ncclNetPlugin_v[0-9]+$$'
+
+# ---- unit tests (no devices needed unless noted) -----------------------------
+noinst_HEADERS += test/unit/nvtest.h
+NV_UNIT_P1 = test/unit/test_param test/unit/test_select test/unit/test_mr_cache
+check_PROGRAMS += $(NV_UNIT_P1)
+TESTS += $(NV_UNIT_P1)
+test_unit_test_param_SOURCES = test/unit/test_param.c
+test_unit_test_param_LDADD = libnvcore.la $(IBVERBS_LIBS)
+test_unit_test_select_SOURCES = test/unit/test_select.c
+test_unit_test_select_LDADD = libnvcore.la $(IBVERBS_LIBS)
+test_unit_test_mr_cache_SOURCES = test/unit/test_mr_cache.c
+test_unit_test_mr_cache_LDADD = libnvcore.la $(IBVERBS_LIBS)

@@ -20,7 +20,6 @@
 static const char *nv_check_family(const char *v);
 static const char *nv_check_range(const char *v);
 static const char *nv_check_hca(const char *v);
-static const char *nv_check_nonempty(const char *v);
 
 #define INT_ROW(id_, env_, def_, min_, max_, help_) \
 	[id_] = { id_, env_, NV_PARAM_INT, def_, min_, max_, NULL, NULL, help_ }
@@ -72,7 +71,7 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 		"1: fatal asynchronous events fail the affected comms at their next call"),
 	INT_ROW(NV_PARAM_GDR_FLUSH_DISABLE, "NCCL_GDR_FLUSH_DISABLE", 0, 0, 1,
 		"1: iflush does nothing (no RDMA READ after GPU receives)"),
-	STR_ROW(NV_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, nv_check_nonempty,
+	STR_ROW(NV_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, NULL,
 		"interfaces for the out-of-band TCP handshake: [^][=]prefix,... (unset: auto)"),
 	STR_ROW(NV_PARAM_SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL, nv_check_family,
 		"address family of the handshake interface: AF_INET or AF_INET6 (unset: any)"),
@@ -80,7 +79,7 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 		3600000, "ms a connect/accept may wait for a silent peer before failing"),
 	INT_ROW(NV_PARAM_VERBS_LATENCY_US, "NCCL_VERBS_LATENCY_US", 0, 0, 1000000,
 		"latency (us) reported to NCCL's tuner in the device properties"),
-	STR_ROW(NV_PARAM_VERBS_GDR_SYSFS_ROOT, "NCCL_VERBS_GDR_SYSFS_ROOT", "/", nv_check_nonempty,
+	STR_ROW(NV_PARAM_VERBS_GDR_SYSFS_ROOT, "NCCL_VERBS_GDR_SYSFS_ROOT", "/", NULL,
 		"root under which GPUDirect peer-memory markers are looked up (testing)"),
 };
 
@@ -114,11 +113,6 @@ static const char *nv_check_hca(const char *v)
 
 	return nv_hca_filter_parse(v, &f) == NV_OK ? NULL
 						   : "expected [^][=]name[:port[:rail[:plane]]],...";
-}
-
-static const char *nv_check_nonempty(const char *v)
-{
-	return v[0] ? NULL : "empty value";
 }
 
 nv_status_t nv_param_parse_int(const char *s, int64_t *out)
@@ -192,7 +186,7 @@ nv_status_t nv_param_load_from(nv_param_getenv_fn fn, void *arg)
 	for (int i = 0; i < NV_PARAM_COUNT; i++) {
 		const char *raw = fn(nv_params[i].env, arg);
 
-		if (!raw)
+		if (!raw || !raw[0]) /* empty means unset, as in NCCL's own loader */
 			continue;
 		st = nv_param_read_one(&nv_params[i], raw, &vals[i]);
 		if (st != NV_OK && first == NV_OK)
