@@ -4,7 +4,7 @@
 NV_BASE_SOURCES = src/log.c src/param.c src/ibv.c src/select.c src/device.c src/event.c \
 	src/gdr.c src/mr.c
 noinst_HEADERS += src/nv_common.h src/nv_api.h src/log.h src/param.h src/ibv.h src/device.h \
-	src/event.h src/mr.h \
+	src/event.h src/mr.h src/plugin.h \
 	include/nccl/err.h include/nccl/common.h include/nccl/net_device.h include/nccl/net.h \
 	include/nccl/net_v6.h include/nccl/net_v7.h include/nccl/net_v8.h include/nccl/net_v9.h \
 	include/nccl/net_v10.h include/nccl/net_v11.h include/nccl/net_v12.h
@@ -14,7 +14,7 @@ libnvcore_la_SOURCES = $(NV_BASE_SOURCES) $(NV_COMM_SOURCES)
 libnvcore_la_LIBADD = $(IBVERBS_LIBS)
 
 lib_LTLIBRARIES += libnccl-net-verbs.la
-libnccl_net_verbs_la_SOURCES = src/plugin.c
+libnccl_net_verbs_la_SOURCES = src/plugin.c src/plugin_compat.c
 libnccl_net_verbs_la_LIBADD = libnvcore.la $(IBVERBS_LIBS)
 # nodelete: NCCL may dlclose us with our event threads still running (v6..v10
 # get no finalize); keeping the code mapped makes that and reloads safe.
