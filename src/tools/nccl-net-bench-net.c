@@ -85,8 +85,12 @@ static void nb_logger(ncclDebugLogLevel level, unsigned long flags, const char *
 		snprintf(nb_last_warn, sizeof(nb_last_warn), "%s", msg);
 	if ((int)level > nb_log_level && level != NCCL_LOG_ABORT)
 		return;
-	fprintf(stderr, "rank %d: NET %s %s:%d %s\n", nb_rank, nb_level_name(level),
-		file ? file : "?", line, msg);
+	if (nb_rank >= 0)
+		fprintf(stderr, "rank %d: NET %s %s:%d %s\n", nb_rank, nb_level_name(level),
+			file ? file : "?", line, msg);
+	else
+		fprintf(stderr, "nccl-net-bench: NET %s %s:%d %s\n", nb_level_name(level),
+			file ? file : "?", line, msg);
 }
 
 static int nb_try_open(struct nb_net *net, const char *name, char *errs, size_t elen)
