@@ -32,3 +32,9 @@ test_unit_test_select_SOURCES = test/unit/test_select.c
 test_unit_test_select_LDADD = libnvcore.la $(IBVERBS_LIBS)
 test_unit_test_mr_cache_SOURCES = test/unit/test_mr_cache.c
 test_unit_test_mr_cache_LDADD = libnvcore.la $(IBVERBS_LIBS)
+
+# Needs devices: runs over simverbs (first on LD_LIBRARY_PATH in make check).
+check_PROGRAMS += test/unit/test_device
+TESTS += test/unit/test_device
+test_unit_test_device_SOURCES = test/unit/test_device.c
+test_unit_test_device_LDADD = libnvcore.la $(IBVERBS_LIBS)

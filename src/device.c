@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 
 #include "device.h"
@@ -173,7 +174,9 @@ static nv_status_t nv_dev_gid_compute(struct nv_dev *d, struct nv_gid_info *out)
 		int err = legacy ? EOPNOTSUPP : nv_ibv_query_gid_ex_probe(d->hca->ctx, d->port, i, &e);
 
 		tbl[i].type = -1;
-		if (err == 0) {
+		if (err == ENODATA) {
+			tbl[i].readable = true; /* empty slot: reads as a zero GID, skipped */
+		} else if (err == 0) {
 			memcpy(tbl[i].gid.raw, e.gid.raw, 16);
 			tbl[i].type = (int)e.gid_type;
 			tbl[i].readable = true;
@@ -185,6 +188,13 @@ static nv_status_t nv_dev_gid_compute(struct nv_dev *d, struct nv_gid_info *out)
 	}
 	nv_gid_select(tbl, n, &pol, out);
 	free(tbl);
+	if (d->link_layer == IBV_LINK_LAYER_INFINIBAND && out->index == 0) {
+		char g[INET6_ADDRSTRLEN];
+
+		snprintf(out->why, sizeof(out->why), "index 0 %s (InfiniBand: LID %u routing, GRH %s)",
+			 nv_ibv_gid_str(&out->gid, g, sizeof(g)), d->lid,
+			 d->grh_required ? "required by the port" : "only across subnets");
+	}
 	return NV_OK;
 }
 

@@ -282,7 +282,7 @@ static void nv_gid_explain(const struct nv_gid_entry *e, const struct nv_gid_pol
 
 	nv_ibv_gid_str(&e->gid, g, sizeof(g));
 	snprintf(out->why, sizeof(out->why),
-		 "index %d %s (%s, %s%s%s)%s; %d zero/link-local skipped, %d unreadable", out->index,
+		 "index %d %s (%s, %s%s%s)%s; %d empty or link-local, %d unreadable", out->index,
 		 g, fam == AF_INET ? "IPv4" : "IPv6",
 		 ver ? (ver == 2 ? "RoCE v2" : "RoCE v1") : "RoCE version unknown",
 		 fam != pol->family ? ", NOT the preferred family" : "",

@@ -1,0 +1,223 @@
+/*
+ * test_device - device discovery over simverbs (simib0: InfiniBand, simroce0:
+ * RoCE): ports, sorting, unique names, PCI path from ibdev_path, speed,
+ * NCCL_IB_HCA filtering, GID choice, properties of every field, vNICs,
+ * PD refcounts, MR cache on a real PD, GPUDirect markers under a fake root,
+ * the async event thread. Skips (77) when no simverbs device is visible.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "nvtest.h"
+#include "device.h"
+#include "event.h"
+#include "mr.h"
+#include "param.h"
+
+static int init_with(const char *const *env)
+{
+	nv_param_reset();
+	if (nv_param_load_from(nvt_env, (void *)env) != NV_OK)
+		return -1;
+	return nv_devices_init() == NV_OK ? nv_dev_count() : -1;
+}
+
+static int find_dev(const char *name)
+{
+	for (int i = 0; i < nv_dev_count(); i++)
+		if (!strcmp(nv_dev_get(i)->hca->name, name))
+			return i;
+	return -1;
+}
+
+static void test_discovery(void)
+{
+	const char *env[] = { NULL };
+	int n = init_with(env), ib, roce;
+	struct nv_gid_info g;
+	struct stat sb;
+
+	CHECK(n >= 2);
+	ib = find_dev("simib0");
+	roce = find_dev("simroce0");
+	CHECK(ib >= 0 && roce >= 0);
+	if (ib < 0 || roce < 0)
+		return;
+	CHECK(nv_dev_get(ib)->link_layer == IBV_LINK_LAYER_INFINIBAND && nv_dev_get(ib)->lid != 0);
+	CHECK(nv_dev_get(roce)->link_layer == IBV_LINK_LAYER_ETHERNET);
+	for (int i = 0; i < n; i++) {
+		struct nv_dev *d = nv_dev_get(i);
+
+		CHECK(d->index == i && d->speed_mbps > 0 && d->port >= 1);
+		CHECK(d->hca->pci_path[0] == '/' && stat(d->hca->pci_path, &sb) == 0);
+		CHECK(strncmp(d->hca->pci_path, "/sys/class/infiniband", 21) != 0);
+		for (int j = 0; j < i; j++) {
+			CHECK(strcmp(nv_dev_get(j)->name, d->name) != 0);
+			CHECK(strcmp(nv_dev_get(j)->hca->pci_path, d->hca->pci_path) <= 0);
+		}
+	}
+	CHECK(nv_dev_gid(nv_dev_get(roce), &g) == NV_OK && g.valid && g.index > 0);
+	CHECK(nv_gid_family(&g.gid) == AF_INET && g.type == IBV_GID_TYPE_ROCE_V2);
+	CHECK(nv_dev_gid(nv_dev_get(ib), &g) == NV_OK && g.index == 0);
+	CHECK(nv_dev_get(99) == NULL && nv_vdev_get(-1) == NULL);
+	nv_devices_fini();
+	CHECK(nv_dev_count() == 0 && nv_vdev_count() == 0);
+}
+
+static void test_filter(void)
+{
+	const char *exact[] = { "NCCL_IB_HCA==simroce0", NULL };
+	const char *excl[] = { "NCCL_IB_HCA=^simib", NULL };
+	const char *port2[] = { "NCCL_IB_HCA=simib0:2,simroce0:2", NULL };
+	const char *rail[] = { "NCCL_IB_HCA=simib0:1:3:1", NULL };
+	const char *gid[] = { "NCCL_IB_GID_INDEX=1000", NULL };
+	ncclNetProperties_v12_t p;
+	struct nv_gid_info g;
+
+	CHECK(init_with(exact) == 1 && !strcmp(nv_dev_get(0)->name, "simroce0"));
+	nv_devices_fini();
+	CHECK(init_with(excl) >= 1 && find_dev("simib0") < 0 && find_dev("simroce0") >= 0);
+	nv_devices_fini();
+	nvt_log_clear();
+	CHECK(init_with(port2) == -1); /* no port 2 anywhere: init fails, says why */
+	CHECK(strstr(nvt_warns, "NCCL_IB_HCA=simib0:2,simroce0:2") != NULL);
+	CHECK(init_with(rail) == 1 && nv_vdev_properties(0, &p) == NV_OK);
+	CHECK(p.railId == 3 && p.planeId == 1);
+	nv_devices_fini();
+	/* a forced GID index beyond the table: the port stays, its GID is refused with a reason */
+	nvt_log_clear();
+	CHECK(init_with(gid) >= 2);
+	CHECK(nv_dev_gid(nv_dev_get(find_dev("simroce0")), &g) == NV_ERR_USAGE);
+	CHECK(strstr(nvt_warns, "NCCL_IB_GID_INDEX=1000") != NULL);
+	nv_devices_fini();
+}
+
+static void test_properties_and_vdevs(void)
+{
+	const char *env[] = { "NCCL_VERBS_LATENCY_US=7", NULL };
+	ncclNetProperties_v12_t p;
+	int n = init_with(env), v, pair[2] = { 0, 1 }, one[1] = { 1 }, dup[2] = { 1, 1 };
+
+	CHECK(n >= 2);
+	for (int i = 0; i < n; i++) {
+		memset(&p, 0xa5, sizeof(p));
+		CHECK(nv_vdev_properties(i, &p) == NV_OK);
+		CHECK(!strcmp(p.name, nv_dev_get(i)->name) && p.pciPath && p.pciPath[0] == '/');
+		CHECK(p.guid == nv_dev_get(i)->guid && p.guid != 0xa5a5a5a5a5a5a5a5ULL);
+		CHECK((p.ptrSupport & NCCL_PTR_HOST) && !(p.ptrSupport & ~7));
+		CHECK(p.regIsGlobal == 1 && p.forceFlush == 0 && p.speed == nv_dev_get(i)->speed_mbps);
+		CHECK(p.port == nv_dev_get(i)->port && p.latency == 7.0f && p.maxComms > 0);
+		CHECK(p.maxRecvs == 8 && p.netDeviceType == NCCL_NET_DEVICE_HOST);
+		CHECK(p.netDeviceVersion == NCCL_NET_DEVICE_INVALID_VERSION);
+		CHECK(p.vProps.ndevs == 1 && p.vProps.devs[0] == i);
+		CHECK(p.maxP2pBytes == (1ULL << 40) && p.maxCollBytes == (512ULL << 20));
+		CHECK(p.maxMultiRequestSize == 1 && p.railId == -1 && p.planeId == -1);
+	}
+	CHECK(nv_vdev_properties(n, &p) == NV_ERR_INTERNAL);
+	/* IB + RoCE never merge; limits and duplicates are checked */
+	CHECK(nv_vdev_make(pair, 2, 8, &v) == NV_ERR_INVALID);
+	CHECK(nv_vdev_make(dup, 2, 8, &v) == NV_ERR_INVALID);
+	CHECK(nv_vdev_make(pair, 9, 8, &v) == NV_ERR_INVALID);
+	CHECK(nv_vdev_make(one, 1, 4, &v) == NV_OK && v == n && nv_vdev_count() == n + 1);
+	CHECK(nv_vdev_properties(v, &p) == NV_OK && p.vProps.ndevs == 1 && p.vProps.devs[0] == 1);
+	nv_devices_fini();
+}
+
+static void test_pd_mr(void)
+{
+	const char *env[] = { NULL };
+	struct nv_hca *h;
+	struct ibv_pd *pd1, *pd2;
+	struct ibv_mr *a, *b, *c;
+	static char buf[3 * 65536] __attribute__((aligned(4096)));
+
+	CHECK(init_with(env) >= 1);
+	h = nv_dev_get(0)->hca;
+	CHECK(nv_hca_pd_get(h, &pd1) == NV_OK && nv_hca_pd_get(h, &pd2) == NV_OK && pd1 == pd2);
+	CHECK(h->pd_refs == 2);
+	CHECK(nv_mr_acquire(h, buf + 100, 1000, NV_MEM_HOST, 0, -1, NV_MR_DATA, &a) == NV_OK);
+	CHECK(a->addr == (void *)buf && a->length == 4096 && a->pd == pd1);
+	CHECK(nv_mr_acquire(h, buf + 200, 100, NV_MEM_HOST, 0, -1, NV_MR_DATA, &b) == NV_OK && b == a);
+	CHECK(nv_mr_acquire(h, buf + 200, 100, NV_MEM_HOST, 0, -1, NV_MR_CTRL, &c) == NV_OK && c != a);
+	CHECK(nv_mr_release(h, a) == NV_OK && nv_mr_release(h, b) == NV_OK);
+	CHECK(nv_mr_release(h, c) == NV_OK && nv_mr_release(h, c) == NV_ERR_INTERNAL);
+	CHECK(nv_mr_acquire(h, buf, 10, (enum nv_mem_kind)9, 0, -1, NV_MR_DATA, &a) == NV_ERR_INVALID);
+	nv_hca_pd_put(h);
+	nv_hca_pd_put(h);
+	CHECK(h->pd == NULL && h->pd_refs == 0);
+	nv_devices_fini();
+}
+
+static void test_gdr_markers(void)
+{
+	char root[] = "/tmp/nvt-gdr-XXXXXX", path[512], marker[256];
+	const char *env[] = { path, NULL };
+	FILE *f;
+
+	CHECK(mkdtemp(root) != NULL);
+	CHECK(!nv_gdr_peermem_present(root, marker, sizeof(marker)) && marker[0] == '\0');
+	snprintf(path, sizeof(path), "mkdir -p %s/sys/module/nvidia_peermem", root);
+	CHECK(system(path) == 0);
+	snprintf(path, sizeof(path), "%s/sys/module/nvidia_peermem/version", root);
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (f)
+		fclose(f);
+	CHECK(nv_gdr_peermem_present(root, marker, sizeof(marker)) && !strcmp(marker, path));
+	snprintf(path, sizeof(path), "NCCL_VERBS_GDR_SYSFS_ROOT=%s/", root);
+	CHECK(init_with(env) >= 1);
+	CHECK(nv_dev_get(0)->hca->gdr.peermem && (nv_dev_get(0)->hca->gdr.ptr_support & NCCL_PTR_CUDA));
+	CHECK(strstr(nv_dev_get(0)->hca->gdr.why, "nvidia_peermem") != NULL);
+	nv_devices_fini();
+	snprintf(path, sizeof(path), "rm -rf %s", root);
+	CHECK(system(path) == 0);
+}
+
+/* A port going down reaches the event thread (WARN), a recorded sink stays first. */
+static void test_async(void)
+{
+	const char *env[] = { NULL };
+	int (*ctl)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "simverbs_control");
+	struct nv_async_sink s = { 0 };
+
+	nv_async_sink_record(&s, IBV_EVENT_QP_FATAL, "first");
+	nv_async_sink_record(&s, IBV_EVENT_CQ_ERR, "second");
+	CHECK(nv_async_sink_failed(&s) && !strcmp(s.what, "first"));
+	CHECK(atomic_load(&s.fatal) == IBV_EVENT_QP_FATAL + 1);
+	if (!ctl)
+		return;
+	CHECK(init_with(env) >= 1);
+	nvt_log_clear();
+	CHECK(ctl("port-down simroce0:1") == 0);
+	for (int i = 0; i < 200 && !strstr(nvt_warns, "simroce0"); i++)
+		usleep(10000);
+	CHECK(strstr(nvt_warns, "simroce0") != NULL);
+	CHECK(ctl("port-up simroce0:1") == 0);
+	nv_devices_fini();
+}
+
+int main(void)
+{
+	struct ibv_device **l;
+	int n = 0;
+
+	nvt_log_capture();
+	l = ibv_get_device_list(&n);
+	if (!l || n == 0) {
+		printf("test_device: no verbs device (simverbs not on the library path): skipped\n");
+		return 77;
+	}
+	ibv_free_device_list(l);
+	test_discovery();
+	test_filter();
+	test_properties_and_vdevs();
+	test_pd_mr();
+	test_gdr_markers();
+	test_async();
+	return nvt_exit("test_device");
+}
