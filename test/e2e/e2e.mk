@@ -1,1 +1,16 @@
-# (empty: owned by the component that fills it)
+# End-to-end tests of the plugin (owner: P2): each dlopens the built plugin
+# ($NV_TEST_PLUGIN) and drives its ncclNetPlugin_vN tables over simverbs.
+# Every test runs under `timeout` (test/e2e/run.sh) so a hang fails fast.
+
+check_LTLIBRARIES += test/e2e/libe2e.la
+test_e2e_libe2e_la_SOURCES = test/e2e/e2e.c test/e2e/e2e_util.c test/e2e/e2e.h
+test_e2e_libe2e_la_LIBADD = -ldl
+
+E2E_LDADD = test/e2e/libe2e.la -ldl
+
+check_PROGRAMS += test/e2e/e2e_loopback
+test_e2e_e2e_loopback_SOURCES = test/e2e/e2e_loopback.c
+test_e2e_e2e_loopback_LDADD = $(E2E_LDADD)
+
+E2E_TESTS = test/e2e/e2e_loopback
+TESTS += $(E2E_TESTS)
