@@ -38,3 +38,9 @@ check_PROGRAMS += test/unit/test_device
 TESTS += test/unit/test_device
 test_unit_test_device_SOURCES = test/unit/test_device.c
 test_unit_test_device_LDADD = libnvcore.la $(IBVERBS_LIBS)
+# dlopens the built plugin (NV_TEST_PLUGIN) and drives every exported table.
+check_PROGRAMS += test/unit/test_plugin
+TESTS += test/unit/test_plugin
+test_unit_test_plugin_SOURCES = test/unit/test_plugin.c
+test_unit_test_plugin_LDADD = $(IBVERBS_LIBS)
+EXTRA_test_unit_test_plugin_DEPENDENCIES = libnccl-net-verbs.la

@@ -1,0 +1,275 @@
+/*
+ * test_plugin - the built libnccl-net-verbs.so as NCCL sees it, over simverbs:
+ * exported tables v6..v12 (and nothing else), their mandatory members, init
+ * in both forms, repeated init/finalize and reload, getProperties through every
+ * version's layout, NCCL_IB_DISABLE, a bad knob, an empty NCCL_IB_HCA match,
+ * makeVDevice. Each scenario runs in a child process (fresh plugin state).
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nccl/net.h"
+#include "nvtest.h"
+
+static const char *plugin_path;
+static int infos_net_init; /* INFO messages flagged NET|INIT */
+
+static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		   const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	(void)file;
+	(void)line;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (level == NCCL_LOG_INFO && (flags & NCCL_NET) && (flags & NCCL_INIT))
+		infos_net_init++;
+	if (level == NCCL_LOG_WARN) {
+		size_t used = strlen(nvt_warns);
+
+		snprintf(nvt_warns + used, sizeof(nvt_warns) - used, "%s\n", msg);
+		nvt_nwarn++;
+	}
+	if (getenv("NVT_VERBOSE"))
+		fprintf(stderr, "[%d] %s\n", (int)level, msg);
+}
+
+static void *open_plugin(void)
+{
+	void *h = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);
+
+	if (!h)
+		fprintf(stderr, "dlopen %s: %s\n", plugin_path, dlerror());
+	return h;
+}
+
+/* Runs fn in a child; the child's CHECK failures become its exit status. */
+static void run(const char *name, void (*fn)(void))
+{
+	pid_t pid = fork();
+	int status = 0;
+
+	if (pid == 0) {
+		fn();
+		_exit(nvt_failures ? 1 : 0);
+	}
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "scenario %s failed (status 0x%x)\n", name, status);
+		nvt_failures++;
+	}
+}
+
+static void sc_symbols(void)
+{
+	void *h = open_plugin();
+	const char *names[] = { "ncclNetPlugin_v6", "ncclNetPlugin_v7", "ncclNetPlugin_v8",
+				"ncclNetPlugin_v9", "ncclNetPlugin_v10", "ncclNetPlugin_v11",
+				"ncclNetPlugin_v12" };
+	ncclNet_v12_t *v12;
+	ncclNet_v11_t *v11;
+	ncclNet_v9_t *v9;
+	ncclNet_v6_t *v6;
+
+	CHECK(h != NULL);
+	if (!h)
+		return;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char **name = dlsym(h, names[i]);
+
+		CHECK(name && *name && !strcmp(*name, "Verbs"));
+	}
+	CHECK(dlsym(h, "ncclNetPlugin_v5") == NULL && dlsym(h, "ncclNetPlugin_v13") == NULL);
+	CHECK(dlsym(h, "nv_net_listen") == NULL && dlsym(h, "nv_init") == NULL);
+	CHECK(dlsym(h, "nv_log") == NULL && dlsym(h, "ncclCollNetPlugin_v12") == NULL);
+	v12 = dlsym(h, "ncclNetPlugin_v12");
+	v11 = dlsym(h, "ncclNetPlugin_v11");
+	v9 = dlsym(h, "ncclNetPlugin_v9");
+	v6 = dlsym(h, "ncclNetPlugin_v6");
+	CHECK(v12->init && v12->devices && v12->getProperties && v12->listen && v12->connect &&
+	      v12->accept && v12->regMr && v12->regMrDmaBuf && v12->deregMr && v12->isend &&
+	      v12->irecv && v12->iflush && v12->test && v12->closeSend && v12->closeRecv &&
+	      v12->closeListen && v12->finalize && v12->makeVDevice);
+	CHECK(v11->finalize && v11->init && v11->getProperties && v11->irecv);
+	CHECK(v9->makeVDevice == NULL && v9->isend && v9->getProperties);
+	CHECK(v6->init && v6->closeListen && v6->getProperties);
+	dlclose(h);
+}
+
+static void check_props_v12(const ncclNetProperties_v12_t *p, int dev)
+{
+	CHECK(p->name && p->name[0] && p->speed > 0 && p->port >= 1 && p->maxRecvs == 8);
+	CHECK(p->regIsGlobal == 1 && (p->ptrSupport & NCCL_PTR_HOST) && p->maxComms > 0);
+	CHECK(p->netDeviceType == NCCL_NET_DEVICE_HOST && p->netDeviceVersion == 0);
+	CHECK(p->vProps.ndevs == 1 && p->vProps.devs[0] == dev && p->forceFlush == 0);
+	CHECK(p->maxP2pBytes == (1ULL << 40) && p->maxCollBytes == (512ULL << 20));
+	CHECK(p->maxMultiRequestSize == 1 && p->railId == -1 && p->planeId == -1);
+}
+
+static void sc_v12_lifecycle(void)
+{
+	ncclNetCommConfig_v12_t cfg = { 5 };
+	ncclNetProperties_v12_t p;
+	void *h = open_plugin(), *ctx[3];
+	ncclNet_v12_t *n = h ? dlsym(h, "ncclNetPlugin_v12") : NULL;
+	int nd = 0, nd2 = 0, vd = -1, two[2] = { 0, 1 };
+	ncclNetVDeviceProps_v12_t vp = { 1, { 1 } };
+
+	if (!n) {
+		nvt_failures++;
+		return;
+	}
+	for (int round = 0; round < 3; round++) {
+		infos_net_init = 0;
+		for (int i = 0; i < 3; i++)
+			CHECK(n->init(&ctx[i], 100 + i, &cfg, logger, NULL) == ncclSuccess && ctx[i]);
+		CHECK(infos_net_init > 0);
+		CHECK(n->devices(&nd) == ncclSuccess && nd >= 2);
+		for (int d = 0; d < nd; d++) {
+			memset(&p, 0xa5, sizeof(p));
+			CHECK(n->getProperties(d, &p) == ncclSuccess);
+			check_props_v12(&p, d);
+		}
+		CHECK(n->getProperties(nd, &p) != ncclSuccess);
+		CHECK(n->finalize(ctx[0]) == ncclSuccess && n->finalize(ctx[1]) == ncclSuccess);
+		CHECK(n->devices(&nd2) == ncclSuccess && nd2 == nd); /* ctx[2] still holds it */
+		if (round == 0) {
+			CHECK(n->makeVDevice(&vd, &vp) == ncclSuccess && vd == nd);
+			vp.ndevs = 2;
+			memcpy(vp.devs, two, sizeof(two));
+			CHECK(n->makeVDevice(&vd, &vp) == ncclInvalidUsage);
+			vp.ndevs = 1;
+			vp.devs[0] = 1;
+		}
+		CHECK(n->finalize(ctx[2]) == ncclSuccess);
+		CHECK(n->devices(&nd2) == ncclSuccess && nd2 == 0); /* released */
+	}
+	CHECK(n->finalize(NULL) == ncclSuccess);
+	dlclose(h);
+	/* reload */
+	h = open_plugin();
+	n = h ? dlsym(h, "ncclNetPlugin_v12") : NULL;
+	CHECK(n && n->init(&ctx[0], 1, NULL, logger, NULL) == ncclSuccess);
+	CHECK(n && n->devices(&nd2) == ncclSuccess && nd2 == nd);
+	CHECK(n && n->finalize(ctx[0]) == ncclSuccess);
+	if (h)
+		dlclose(h);
+}
+
+#define GET(ver, type) \
+	type *ver = h ? dlsym(h, "ncclNetPlugin_" #ver) : NULL
+
+static void sc_old_versions(void)
+{
+	void *h = open_plugin();
+	GET(v6, ncclNet_v6_t);
+	GET(v7, ncclNet_v7_t);
+	GET(v8, ncclNet_v8_t);
+	GET(v9, ncclNet_v9_t);
+	GET(v10, ncclNet_v10_t);
+	GET(v11, ncclNet_v11_t);
+	ncclNetProperties_v6_t p6;
+	ncclNetProperties_v7_t p7;
+	ncclNetProperties_v8_t p8;
+	ncclNetProperties_v9_t p9;
+	ncclNetProperties_v11_t p11;
+	ncclNetVDeviceProps_v10_t vp = { 1, { 0 } };
+	int nd = 0, vd = -1;
+	void *ctx = NULL;
+
+	if (!v6 || !v11) {
+		nvt_failures++;
+		return;
+	}
+	/* per-process init, several times (idempotent), through every old version */
+	CHECK(v6->init(logger) == ncclSuccess && v7->init(logger) == ncclSuccess);
+	CHECK(v8->init(logger) == ncclSuccess && v9->init(logger) == ncclSuccess);
+	CHECK(v10->init(logger, NULL) == ncclSuccess);
+	CHECK(v6->devices(&nd) == ncclSuccess && nd >= 2);
+	for (int d = 0; d < nd; d++) {
+		memset(&p6, 0xa5, sizeof(p6));
+		memset(&p7, 0xa5, sizeof(p7));
+		memset(&p8, 0xa5, sizeof(p8));
+		memset(&p9, 0xa5, sizeof(p9));
+		memset(&p11, 0xa5, sizeof(p11));
+		CHECK(v6->getProperties(d, &p6) == ncclSuccess && v7->getProperties(d, &p7) == 0);
+		CHECK(v8->getProperties(d, &p8) == 0 && v9->getProperties(d, &p9) == 0);
+		CHECK(v11->getProperties(d, &p11) == ncclSuccess);
+		CHECK(p6.speed > 0 && p6.maxRecvs == 8 && p6.port >= 1 && !strcmp(p6.name, p11.name));
+		CHECK(p7.maxRecvs == 8 && p7.netDeviceType == 0 && p7.netDeviceVersion == 0);
+		CHECK(p8.regIsGlobal == 1 && p8.speed == p6.speed && p8.netDeviceVersion == 0);
+		CHECK(p9.forceFlush == 0 && p9.vProps.ndevs == 1 && p9.vProps.devs[0] == d);
+		CHECK(p9.maxP2pBytes == (1ULL << 40) && p9.maxCollBytes == (512ULL << 20));
+		CHECK(p9.maxRecvs == 8 && p9.speed == p6.speed && p9.latency == 0.0f);
+		CHECK(p11.maxMultiRequestSize == 1 && p11.maxP2pBytes == (1ULL << 40));
+		CHECK(p11.guid == p6.guid && p11.ptrSupport == p6.ptrSupport);
+	}
+	CHECK(v10->makeVDevice(&vd, &vp) == ncclSuccess && vd == nd);
+	/* v11 per-communicator init on top of the per-process one */
+	CHECK(v11->init(&ctx, 7, NULL, logger, NULL) == ncclSuccess && ctx);
+	CHECK(v11->finalize(ctx) == ncclSuccess);
+	CHECK(v6->devices(&nd) == ncclSuccess && nd >= 3); /* the v6 reference stays */
+	dlclose(h);
+}
+
+static void sc_disabled(void)
+{
+	void *h = open_plugin(), *ctx = (void *)0x1;
+	ncclNet_v12_t *n = h ? dlsym(h, "ncclNetPlugin_v12") : NULL;
+	ncclNet_v6_t *v6 = h ? dlsym(h, "ncclNetPlugin_v6") : NULL;
+
+	setenv("NCCL_IB_DISABLE", "1", 1);
+	CHECK(n && n->init(&ctx, 1, NULL, logger, NULL) == ncclInternalError && ctx == NULL);
+	CHECK(n && n->finalize(ctx) == ncclSuccess);
+	CHECK(v6 && v6->init(logger) == ncclInternalError);
+	unsetenv("NCCL_IB_DISABLE");
+	CHECK(n && n->init(&ctx, 1, NULL, logger, NULL) == ncclSuccess && ctx); /* re-read */
+	CHECK(n && n->finalize(ctx) == ncclSuccess);
+}
+
+static void sc_bad_config(void)
+{
+	void *h = open_plugin(), *ctx = NULL;
+	ncclNet_v12_t *n = h ? dlsym(h, "ncclNetPlugin_v12") : NULL;
+
+	setenv("NCCL_IB_TIMEOUT", "99", 1);
+	nvt_log_clear();
+	CHECK(n && n->init(&ctx, 1, NULL, logger, NULL) == ncclInvalidUsage && ctx == NULL);
+	CHECK(strstr(nvt_warns, "NCCL_IB_TIMEOUT=99") != NULL);
+	unsetenv("NCCL_IB_TIMEOUT");
+	setenv("NCCL_IB_HCA", "=nosuchhca", 1);
+	nvt_log_clear();
+	CHECK(n && n->init(&ctx, 1, NULL, logger, NULL) == ncclSystemError && ctx == NULL);
+	CHECK(strstr(nvt_warns, "nosuchhca") != NULL);
+	setenv("NCCL_IB_HCA", "=simroce0", 1);
+	CHECK(n && n->init(&ctx, 1, NULL, logger, NULL) == ncclSuccess);
+	if (n && ctx) {
+		int nd = 0;
+
+		CHECK(n->devices(&nd) == ncclSuccess && nd == 1);
+		CHECK(n->finalize(ctx) == ncclSuccess);
+	}
+}
+
+int main(void)
+{
+	plugin_path = getenv("NV_TEST_PLUGIN");
+	if (!plugin_path || access(plugin_path, R_OK) != 0) {
+		printf("test_plugin: NV_TEST_PLUGIN not set or unreadable: skipped\n");
+		return 77;
+	}
+	run("symbols", sc_symbols);
+	run("v12 lifecycle", sc_v12_lifecycle);
+	run("old versions", sc_old_versions);
+	run("disabled", sc_disabled);
+	run("bad config", sc_bad_config);
+	return nvt_exit("test_plugin");
+}
