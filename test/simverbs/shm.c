@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sv.h"
@@ -280,6 +281,83 @@ static void sv_names(void)
 	mkdir(sv_g.dir, 0700);
 }
 
+/* Removes one fabric's segments and directory ("/dev/shm/sv.<name>*"). */
+static void sv_gc_remove(const char *name)
+{
+	char pfx[200], path[600];
+	size_t pl;
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+
+	if (!d)
+		return;
+	pl = (size_t)snprintf(pfx, sizeof(pfx), "sv.%s.", name);
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, pfx, pl))
+			continue;
+		snprintf(path, sizeof(path), "/%s", e->d_name);
+		shm_unlink(path);
+	}
+	closedir(d);
+	snprintf(path, sizeof(path), "/sv.%s", name);
+	shm_unlink(path);
+	snprintf(path, sizeof(path), "/tmp/simverbs-%u/%s", (unsigned)getuid(), name);
+	sv_rm_tree(path);
+}
+
+/* A fabric is stale when it is complete, older than a few seconds and every
+ * registered process is dead (they were all killed before detaching). */
+static bool sv_gc_is_stale(const char *shm)
+{
+	struct sv_fabric *f;
+	struct stat st;
+	bool stale = true;
+	int fd = shm_open(shm, O_RDONLY, 0);
+
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) || (size_t)st.st_size != sizeof(*f) ||
+	    time(NULL) - st.st_mtime < 5) {
+		close(fd);
+		return false;
+	}
+	f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED)
+		return false;
+	for (int i = 0; f->magic == SV_MAGIC && f->version == SV_VERSION && stale &&
+			i < SV_MAX_PROCS; i++)
+		if (sv_pid_alive(atomic_load(&f->procs[i].pid)))
+			stale = false;
+	munmap(f, sizeof(*f));
+	return stale;
+}
+
+/* Garbage-collects fabrics every process of which died (kill -9). */
+static void sv_gc_stale_fabrics(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	char names[64][128];
+	int n = 0;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) && n < 64) {
+		char shm[300];
+
+		if (strncmp(e->d_name, "sv.", 3) || strchr(e->d_name + 3, '.') ||
+		    !strcmp(e->d_name + 3, sv_g.fabric_name))
+			continue;
+		snprintf(shm, sizeof(shm), "/%s", e->d_name);
+		if (sv_gc_is_stale(shm))
+			snprintf(names[n++], sizeof(names[0]), "%s", e->d_name + 3);
+	}
+	closedir(d);
+	for (int i = 0; i < n; i++)
+		sv_gc_remove(names[i]);
+}
+
 static int sv_attach_once(void)
 {
 	int rc;
@@ -316,6 +394,7 @@ int sv_attach(void)
 	sv_g.pid = getpid();
 	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 	sv_names();
+	sv_gc_stale_fabrics();
 	for (int tries = 0; tries < 20; tries++) {
 		rc = sv_attach_once();
 		if (rc != EAGAIN)

@@ -31,3 +31,18 @@ test_simverbs_libibverbs_la_CFLAGS = $(AM_CFLAGS) -Wno-format-truncation
 test_simverbs_libibverbs_la_LIBADD = -lpthread -lrt
 EXTRA_test_simverbs_libibverbs_la_DEPENDENCIES = $(srcdir)/test/simverbs/simverbs.map
 EXTRA_DIST += test/simverbs/simverbs.map test/simverbs/README.md
+
+# ---- tests (programs linked against the system libibverbs for its symbol
+# versions; at run time LD_LIBRARY_PATH from AM_TESTS_ENVIRONMENT makes them
+# load simverbs, which they verify through dlsym("simverbs_control")).
+SV_TEST_LDADD = $(IBVERBS_LIBS) -ldl
+SV_TEST_PROGS = \
+	test/simverbs/tests/sv_basic
+check_PROGRAMS += $(SV_TEST_PROGS)
+TESTS += $(SV_TEST_PROGS)
+noinst_HEADERS += test/simverbs/tests/svt.h
+test_simverbs_tests_sv_basic_LDADD = $(SV_TEST_LDADD)
+
+noinst_PROGRAMS += test/simverbs/simverbs-ctl
+test_simverbs_simverbs_ctl_SOURCES = test/simverbs/ctl.c
+test_simverbs_simverbs_ctl_LDADD = test/simverbs/libibverbs.la

@@ -219,9 +219,14 @@ static int sv_rm_cb(const char *path, const struct stat *st SV_UNUSED, int flag 
 	return remove(path) && errno != ENOENT ? 0 : 0;
 }
 
+void sv_rm_tree(const char *dir)
+{
+	nftw(dir, sv_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 void sv_sysfs_remove(void)
 {
-	nftw(sv_g.dir, sv_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	sv_rm_tree(sv_g.dir);
 }
 
 SV_EXPORT int ibv_get_sysfs_path(char *buf, size_t size);

@@ -61,8 +61,16 @@ static void arm_deadline(struct rb *b)
 	b->deadline = sb_now_ns() + (uint64_t)b->o->timeout_s * 1000000000ull;
 }
 
+/* Called every few thousand spins: gives up after the phase timeout, or at once when the
+ * peer process has gone (its end of the socketpair closed). */
 static int timed_out(struct rb *b, const char *what)
 {
+	char c;
+
+	if (recv(b->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+		RB_ERR("peer process exited while waiting for %s", what);
+		return 1;
+	}
 	if (sb_now_ns() < b->deadline)
 		return 0;
 	RB_ERR("timeout (%u s) waiting for %s", b->o->timeout_s, what);
