@@ -417,6 +417,20 @@ void nv_devices_fini(void)
 	pthread_mutex_unlock(&nv_dev_lock);
 }
 
+bool nv_devices_busy(void)
+{
+	bool busy = false;
+
+	pthread_mutex_lock(&nv_dev_lock);
+	for (int i = 0; i < nv_nhca && !busy; i++) {
+		pthread_mutex_lock(&nv_hcas[i]->lock);
+		busy = nv_hcas[i]->pd_refs > 0;
+		pthread_mutex_unlock(&nv_hcas[i]->lock);
+	}
+	pthread_mutex_unlock(&nv_dev_lock);
+	return busy;
+}
+
 nv_status_t nv_hca_pd_get(struct nv_hca *hca, struct ibv_pd **pd)
 {
 	nv_status_t st = NV_OK;

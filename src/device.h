@@ -128,6 +128,7 @@ struct nv_ctx {
 /* ---- global table (device.c) -------------------------------------------- */
 nv_status_t nv_devices_init(void);  /* refcounted; first call discovers */
 void nv_devices_fini(void);         /* last call tears everything down */
+bool nv_devices_busy(void);         /* a PD or registration is still held */
 int nv_dev_count(void);
 struct nv_dev *nv_dev_get(int index);          /* NULL if out of range */
 int nv_vdev_count(void);

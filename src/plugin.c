@@ -120,6 +120,24 @@ static void nv_global_put(void)
 	pthread_mutex_unlock(&nv_init_lock);
 }
 
+/* v6..v10 get no shutdown call: at process exit (the library is nodelete, so
+ * this runs only then) release the per-process reference if it is the last
+ * one and no comm still holds a PD; otherwise leave everything to the OS
+ * rather than pull devices from under a live comm. NCCL's logger may already
+ * be gone, so messages go to stderr. */
+__attribute__((destructor)) static void nv_plugin_exit(void)
+{
+	pthread_mutex_lock(&nv_init_lock);
+	if (nv_legacy_ref && nv_global_refs == 1 && !nv_devices_busy()) {
+		nv_log_set_logger(NULL);
+		nv_legacy_ref = false;
+		nv_global_refs = 0;
+		nv_devices_fini();
+		nv_param_reset();
+	}
+	pthread_mutex_unlock(&nv_init_lock);
+}
+
 /* ---- the v12-shaped implementation ---------------------------------------- */
 
 ncclResult_t nv_init_legacy(ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
