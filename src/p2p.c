@@ -198,7 +198,7 @@ static nv_status_t nv_comm_progress(struct nv_comm *c)
  * NV_LIVENESS_NS, check the handshake socket, so a dead peer turns into an
  * error instead of a hang even when nothing is in flight on the wire.
  */
-static nv_status_t nv_comm_liveness(struct nv_comm *c)
+static nv_status_t nv_comm_liveness(struct nv_comm *c, const struct nv_request *waiting)
 {
 	uint64_t now = nv_now_ns();
 
@@ -207,7 +207,8 @@ static nv_status_t nv_comm_liveness(struct nv_comm *c)
 	c->last_alive_ns = now;
 	if (nv_sock_alive(c->fd))
 		return NV_OK;
-	if (nv_comm_progress(c) != NV_OK)
+	/* The peer may have finished and closed after its last completion reached us. */
+	if (nv_comm_progress(c) != NV_OK || (waiting && waiting->done))
 		return c->error;
 	nv_comm_fail(c, NV_ERR_REMOTE, "peer %s closed its connection (process exited or was "
 		     "killed, or it closed the comm) while we were waiting for it", c->peer);
@@ -384,7 +385,7 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 	}
 	ready = nv_send_slot_ready(s, s->head);
 	if (ready <= 0)
-		return ready < 0 ? c->error : nv_comm_liveness(c);
+		return ready < 0 ? c->error : nv_comm_liveness(c, NULL);
 	e = ((struct nv_send_ctrl *)c->ctrl)->fifo[s->head % NV_FIFO_SLOTS];
 	if (!nv_send_slot_claim(s, s->head, (int)e[0].nreqs))
 		return c->error;
@@ -515,7 +516,7 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 		return c->error;
 	req = nv_req_get(c, NV_REQ_RECV);
 	if (!req)
-		return nv_comm_liveness(c);
+		return nv_comm_liveness(c, NULL);
 	req->seq = rc->head;
 	req->nreqs = (uint8_t)n;
 	req->mem_kind = (uint8_t)(mhandles[0] ? ((struct nv_mhandle *)mhandles[0])->kind
@@ -618,8 +619,11 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 		st = nv_comm_progress(c);
 		if (st != NV_OK)
 			return st;
-		if (!r->done)
-			return nv_comm_liveness(c);
+		if (!r->done) {
+			st = nv_comm_liveness(c, r);
+			if (st != NV_OK || !r->done)
+				return st;
+		}
 	}
 	*done = 1;
 	if (sizes && r->type == NV_REQ_SEND)

@@ -3,7 +3,8 @@
 # Every test runs under `timeout` (test/e2e/run.sh) so a hang fails fast.
 
 check_LTLIBRARIES += test/e2e/libe2e.la
-test_e2e_libe2e_la_SOURCES = test/e2e/e2e.c test/e2e/e2e_util.c test/e2e/e2e.h
+test_e2e_libe2e_la_SOURCES = test/e2e/e2e.c test/e2e/e2e_util.c test/e2e/e2e.h \
+	test/e2e/e2e_script.c test/e2e/e2e_script.h
 test_e2e_libe2e_la_LIBADD = -ldl
 
 E2E_LDADD = test/e2e/libe2e.la -ldl
@@ -12,5 +13,9 @@ check_PROGRAMS += test/e2e/e2e_loopback
 test_e2e_e2e_loopback_SOURCES = test/e2e/e2e_loopback.c
 test_e2e_e2e_loopback_LDADD = $(E2E_LDADD)
 
-E2E_TESTS = test/e2e/e2e_loopback
+check_PROGRAMS += test/e2e/e2e_versions
+test_e2e_e2e_versions_SOURCES = test/e2e/e2e_versions.c
+test_e2e_e2e_versions_LDADD = $(E2E_LDADD)
+
+E2E_TESTS = test/e2e/e2e_loopback test/e2e/e2e_versions
 TESTS += $(E2E_TESTS)

@@ -1,0 +1,15 @@
+/* e2e_script.h - the traffic pattern shared by the multi-process tests. */
+#ifndef NV_E2E_SCRIPT_H
+#define NV_E2E_SCRIPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "e2e.h"
+
+/* Buffer both sides need (registered as one region). */
+size_t e2e_script_bufsize(int big);
+void e2e_script_send(struct e2e_net *n, void *sc, char *buf, void *mh, int big, uint32_t salt);
+void e2e_script_recv(struct e2e_net *n, void *rc, char *buf, void *mh, int big, int maxrecvs,
+		     uint32_t salt);
+
+#endif /* NV_E2E_SCRIPT_H */
