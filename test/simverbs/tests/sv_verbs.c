@@ -1,0 +1,222 @@
+/*
+ * Verbs API rules in one process: return conventions, the QP state machine
+ * with its required attribute masks, RTR/RTS value checks, PD/CQ EBUSY,
+ * create-time limits, dma-buf registration, GID types, fake sysfs, ECE.
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <sys/mman.h>
+
+#include "svt.h"
+
+/* exported by libibverbs (IBVERBS_1.0), declared only in rdma-core's driver.h */
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
+
+static void check_state_machine(struct svt_ep *a, struct svt_ep *b)
+{
+	struct svt_info bi = svt_ep_info(b);
+	struct ibv_qp_attr at;
+	struct ibv_qp_init_attr ia;
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+	/* RESET -> RTR is not a transition */
+	svt_rtr_attr(a, &bi, &at);
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK), EINVAL);
+	/* RESET -> INIT needs PKEY_INDEX | PORT | ACCESS_FLAGS, nothing else */
+	memset(&at, 0, sizeof(at));
+	at.qp_state = IBV_QPS_INIT;
+	at.port_num = 1;
+	SVT_EQ(ibv_modify_qp(a->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT), EINVAL);
+	SVT_EQ(ibv_modify_qp(a->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			     IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MTU), EINVAL);
+	at.port_num = 9;
+	SVT_EQ(ibv_modify_qp(a->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			     IBV_QP_ACCESS_FLAGS), EINVAL);
+	SVT_EQ(svt_to_init(a, acc), 0);
+	SVT_EQ(ibv_query_qp(a->qp, &at, IBV_QP_STATE, &ia), 0);
+	SVT_EQ(at.qp_state, IBV_QPS_INIT);
+	/* post_send before RTS fails, post_recv in INIT works */
+	SVT_EQ(svt_post_write(a, IBV_WR_SEND, 0, 0, 0, 0, 0, 0, 0, 1), EINVAL);
+	SVT_EQ(svt_post_recv(a, 0, 0, 0, 1), 0);
+	/* INIT -> RTR: each required bit matters */
+	svt_rtr_attr(a, &bi, &at);
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK & ~IBV_QP_MIN_RNR_TIMER), EINVAL);
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK & ~IBV_QP_AV), EINVAL);
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK | IBV_QP_TIMEOUT), EINVAL);
+	at.dest_qp_num = 0xfff0f;	/* no such QP */
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK), EINVAL);
+	svt_rtr_attr(a, &bi, &at);
+	at.ah_attr.dlid = (uint16_t)(bi.lid + 5);	/* wrong port */
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK), EINVAL);
+	svt_rtr_attr(a, &bi, &at);
+	at.path_mtu = (enum ibv_mtu)(a->pattr.active_mtu + 1);
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK), EINVAL);
+	svt_rtr_attr(a, &bi, &at);
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK), 0);
+	/* RTR -> RTS: each required bit matters; values are range-checked */
+	svt_rts_attr(&at, 14, 7, 7);
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTS_MASK & ~IBV_QP_RNR_RETRY), EINVAL);
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTS_MASK & ~IBV_QP_SQ_PSN), EINVAL);
+	at.retry_cnt = 8;
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTS_MASK), EINVAL);
+	svt_rts_attr(&at, 14, 7, 7);
+	at.cur_qp_state = IBV_QPS_INIT;
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTS_MASK | IBV_QP_CUR_STATE), EINVAL);
+	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTS_MASK), 0);
+	/* RTS -> RTS with an allowed attribute; RTS -> INIT is not allowed */
+	at.min_rnr_timer = 3;
+	SVT_EQ(ibv_modify_qp(a->qp, &at, IBV_QP_MIN_RNR_TIMER), 0);
+	at.qp_state = IBV_QPS_INIT;
+	SVT_EQ(ibv_modify_qp(a->qp, &at, IBV_QP_STATE), EINVAL);
+	/* -> ERR flushes the posted receive; -> RESET -> INIT works again */
+	at.qp_state = IBV_QPS_ERR;
+	SVT_EQ(ibv_modify_qp(a->qp, &at, IBV_QP_STATE), 0);
+	{
+		struct ibv_wc wc = svt_poll1(a->cq, 1000);
+
+		SVT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+		SVT_EQ(wc.wr_id, 1);
+		SVT_EQ(wc.opcode, IBV_WC_RECV);
+	}
+	at.qp_state = IBV_QPS_RESET;
+	SVT_EQ(ibv_modify_qp(a->qp, &at, IBV_QP_STATE), 0);
+	SVT_EQ(svt_post_recv(a, 0, 0, 0, 1), EINVAL);
+	SVT_EQ(svt_to_init(a, acc), 0);
+}
+
+static void check_roce_rtr(void)
+{
+	struct svt_ep a, b;
+	struct svt_info bi;
+	struct ibv_qp_attr at;
+
+	svt_ep_init(&a, "simroce0", 16, 16, 4096, IBV_ACCESS_LOCAL_WRITE);
+	svt_ep_init(&b, "simroce0", 16, 16, 4096, IBV_ACCESS_LOCAL_WRITE);
+	bi = svt_ep_info(&b);
+	SVT_EQ(svt_to_init(&a, 0), 0);
+	svt_rtr_attr(&a, &bi, &at);
+	at.ah_attr.is_global = 0;	/* Ethernet needs a GRH */
+	SVT_EQ(ibv_modify_qp(a.qp, &at, SVT_RTR_MASK), EINVAL);
+	svt_rtr_attr(&a, &bi, &at);
+	at.ah_attr.grh.sgid_index = 31;	/* empty GID entry */
+	SVT_EQ(ibv_modify_qp(a.qp, &at, SVT_RTR_MASK), EINVAL);
+	svt_rtr_attr(&a, &bi, &at);
+	at.ah_attr.grh.dgid.raw[0] ^= 0x20;	/* a GID nobody has */
+	SVT_EQ(ibv_modify_qp(a.qp, &at, SVT_RTR_MASK), EINVAL);
+	svt_rtr_attr(&a, &bi, &at);
+	SVT_EQ(ibv_modify_qp(a.qp, &at, SVT_RTR_MASK), 0);
+	svt_ep_fini(&a);
+	svt_ep_fini(&b);
+}
+
+static void check_gids_and_sysfs(struct ibv_context *ctx)
+{
+	struct ibv_gid_entry ge;
+	char path[PATH_MAX], *real;
+	bool v1 = false, v2 = false, lo = false;
+
+	for (uint32_t i = 0; i < 32; i++) {
+		int rc = ibv_query_gid_ex(ctx, 1, i, &ge, 0);
+
+		if (rc == ENODATA)
+			continue;
+		SVT_EQ(rc, 0);
+		v1 |= ge.gid_type == IBV_GID_TYPE_ROCE_V1;
+		v2 |= ge.gid_type == IBV_GID_TYPE_ROCE_V2;
+		lo |= ge.gid.raw[10] == 0xff && ge.gid.raw[12] == 127 && ge.gid.raw[15] == 1;
+	}
+	SVT_CHECK(v1 && v2 && lo);
+	SVT_EQ(ibv_query_gid_ex(ctx, 1, 0, &ge, 0), 0);
+	SVT_EQ(ge.gid.raw[0], 0xfe);	/* link-local first */
+	snprintf(path, sizeof(path), "%s/device", ctx->device->ibdev_path);
+	real = realpath(path, NULL);
+	SVT_CHECK(real && strstr(real, "/devices/pci0000:00/"));
+	free(real);
+	{
+		char buf[64];
+
+		SVT_CHECK(ibv_read_sysfs_file(ctx->device->ibdev_path, "ports/1/link_layer", buf,
+					      sizeof(buf)) > 0);
+		SVT_CHECK(!strcmp(buf, "Ethernet"));
+		SVT_CHECK(ibv_read_sysfs_file(ctx->device->ibdev_path, "ports/1/gid_attrs/types/1",
+					      buf, sizeof(buf)) > 0);
+		SVT_CHECK(!strcmp(buf, "RoCE v2"));
+	}
+}
+
+static void check_objects(struct svt_ep *a)
+{
+	struct ibv_qp_init_attr qa;
+	struct ibv_mr *mr;
+	struct ibv_device_attr da;
+	struct ibv_qp_attr at;
+	int fd;
+	void *p;
+
+	SVT_EQ(ibv_query_device(a->ctx, &da), 0);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = a->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = (uint32_t)da.max_qp_wr + 1;
+	errno = 0;
+	SVT_CHECK(!ibv_create_qp(a->pd, &qa) && errno == EINVAL);
+	qa.cap.max_send_wr = 1;
+	qa.cap.max_inline_data = 100000;
+	errno = 0;
+	SVT_CHECK(!ibv_create_qp(a->pd, &qa) && errno == EINVAL);
+	qa.cap.max_inline_data = 0;
+	qa.qp_type = IBV_QPT_UD;
+	errno = 0;
+	SVT_CHECK(!ibv_create_qp(a->pd, &qa) && errno == EOPNOTSUPP);
+	errno = 0;
+	SVT_CHECK(!ibv_create_cq(a->ctx, da.max_cqe + 1, NULL, NULL, 0) && errno == EINVAL);
+	/* children keep PD and CQ alive */
+	SVT_EQ(ibv_dealloc_pd(a->pd), EBUSY);
+	SVT_EQ(ibv_destroy_cq(a->cq), EBUSY);
+	/* MR rules */
+	errno = 0;
+	SVT_CHECK(!ibv_reg_mr(a->pd, a->buf, 4096, IBV_ACCESS_REMOTE_WRITE) && errno == EINVAL);
+	errno = 0;
+	SVT_CHECK(!ibv_reg_mr(a->pd, (void *)4096, 4096, 0) && errno == EFAULT);
+	errno = 0;
+	SVT_CHECK(!ibv_reg_dmabuf_mr(a->pd, 0, 4096, 0, -1, 0) && errno == EBADF);
+	fd = memfd_create("svt", 0);
+	SVT_CHECK(fd >= 0);
+	SVT_EQ(ftruncate(fd, 65536), 0);
+	mr = ibv_reg_dmabuf_mr(a->pd, 4096, 8192, 0x10000, fd, IBV_ACCESS_LOCAL_WRITE |
+			       IBV_ACCESS_REMOTE_WRITE);
+	SVT_CHECK(mr);
+	SVT_EQ(ibv_dereg_mr(mr), 0);
+	p = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	SVT_CHECK(p != MAP_FAILED);
+	munmap(p, 65536);
+	close(fd);
+	SVT_EQ(ibv_query_ece(a->qp, &(struct ibv_ece){ 0 }), EOPNOTSUPP);
+	SVT_EQ(ibv_set_ece(a->qp, &(struct ibv_ece){ 0 }), EOPNOTSUPP);
+	errno = 0;
+	SVT_CHECK(!ibv_create_srq(a->pd, &(struct ibv_srq_init_attr){ 0 }) && errno == EOPNOTSUPP);
+	SVT_EQ(ibv_req_notify_cq(a->cq, 0), EINVAL);	/* no channel */
+	memset(&at, 0, sizeof(at));
+	SVT_CHECK(!strcmp(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR),
+			  "transport retry counter exceeded"));
+}
+
+int main(void)
+{
+	struct svt_ep a, b;
+	struct ibv_context *roce;
+
+	svt_control_fn_get();
+	svt_ep_init(&a, "simib0", 16, 16, 65536, IBV_ACCESS_LOCAL_WRITE);
+	svt_ep_init(&b, "simib0", 16, 16, 65536, IBV_ACCESS_LOCAL_WRITE);
+	check_state_machine(&a, &b);
+	check_objects(&a);
+	svt_ep_fini(&a);
+	svt_ep_fini(&b);
+	check_roce_rtr();
+	roce = svt_open("simroce0");
+	check_gids_and_sysfs(roce);
+	SVT_EQ(ibv_close_device(roce), 0);
+	printf("state machine, masks, RTR/RTS checks, limits, EBUSY, dmabuf, GIDs, sysfs: ok\n");
+	return 0;
+}
