@@ -44,3 +44,10 @@ TESTS += test/unit/test_plugin
 test_unit_test_plugin_SOURCES = test/unit/test_plugin.c
 test_unit_test_plugin_LDADD = $(IBVERBS_LIBS)
 EXTRA_test_unit_test_plugin_DEPENDENCIES = libnccl-net-verbs.la
+
+# nccl-net-verbs-info: the plugin's view of this host (devices, GIDs, GPUDirect, knobs).
+bin_PROGRAMS += nccl-net-verbs-info
+nccl_net_verbs_info_SOURCES = src/tools/nccl-net-verbs-info.c
+nccl_net_verbs_info_LDADD = libnvcore.la $(IBVERBS_LIBS)
+dist_check_SCRIPTS += test/unit/test-info.sh
+TESTS += test/unit/test-info.sh

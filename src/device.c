@@ -148,22 +148,14 @@ static void nv_hca_close(struct nv_hca *h)
 	free(h);
 }
 
-/* Snapshot the port's GID table and run the selection rule. */
-static nv_status_t nv_dev_gid_compute(struct nv_dev *d, struct nv_gid_info *out)
+nv_status_t nv_dev_gid_table(struct nv_dev *d, struct nv_gid_entry **table, int *count)
 {
-	struct nv_gid_policy pol;
+	int n = d->link_layer == IBV_LINK_LAYER_INFINIBAND ? 1 : d->gid_tbl_len;
 	struct nv_gid_entry *tbl;
-	int n = d->gid_tbl_len > 0 ? d->gid_tbl_len : 1;
 	bool legacy = false;
-	nv_status_t st;
 
-	st = nv_gid_policy_from_params(&pol);
-	if (st != NV_OK)
-		return st;
-	if (d->link_layer == IBV_LINK_LAYER_INFINIBAND) {
-		pol.forced_index = 0; /* IB: GID 0 (subnet prefix + port GUID); LID routing */
+	if (n < 1)
 		n = 1;
-	}
 	tbl = calloc((size_t)n, sizeof(*tbl));
 	if (!tbl) {
 		NV_WARN("%s: out of memory reading %d GIDs", d->name, n);
@@ -186,6 +178,26 @@ static nv_status_t nv_dev_gid_compute(struct nv_dev *d, struct nv_gid_info *out)
 								 &tbl[i].gid) == 0;
 		}
 	}
+	*table = tbl;
+	*count = n;
+	return NV_OK;
+}
+
+/* Snapshot the port's GID table and run the selection rule. */
+static nv_status_t nv_dev_gid_compute(struct nv_dev *d, struct nv_gid_info *out)
+{
+	struct nv_gid_policy pol;
+	struct nv_gid_entry *tbl;
+	nv_status_t st;
+	int n;
+
+	st = nv_gid_policy_from_params(&pol);
+	if (st == NV_OK)
+		st = nv_dev_gid_table(d, &tbl, &n);
+	if (st != NV_OK)
+		return st;
+	if (d->link_layer == IBV_LINK_LAYER_INFINIBAND)
+		pol.forced_index = 0; /* IB: GID 0 (subnet prefix + port GUID); LID routing */
 	nv_gid_select(tbl, n, &pol, out);
 	free(tbl);
 	if (d->link_layer == IBV_LINK_LAYER_INFINIBAND && out->index == 0) {

@@ -141,6 +141,9 @@ nv_status_t nv_vdev_properties(int vdev, ncclNetProperties_v12_t *props);
 /* GID of a port: cached auto-selection (recomputed after GID_CHANGE).
  * For IB ports without GRH this is index 0 and only informative. */
 nv_status_t nv_dev_gid(struct nv_dev *dev, struct nv_gid_info *out);
+/* Fresh snapshot of the port's GID table (IB: entry 0 only); free() it. */
+struct nv_gid_entry;
+nv_status_t nv_dev_gid_table(struct nv_dev *dev, struct nv_gid_entry **table, int *count);
 
 /* PD shared by all users of an HCA; refcounted. */
 nv_status_t nv_hca_pd_get(struct nv_hca *hca, struct ibv_pd **pd);

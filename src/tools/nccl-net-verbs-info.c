@@ -1,0 +1,199 @@
+/*
+ * nccl-net-verbs-info - what the Verbs plugin sees on this host: every verbs
+ * device and port (kept or skipped, and why), the GID the plugin would pick
+ * on each RoCE port and why (with the whole GID table on request), GPUDirect
+ * status and why, the memlock limit, and every knob with its value.
+ * Uses the plugin's own code (libnvcore), so it answers with the plugin's
+ * rules and the current environment.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "device.h"
+#include "ibv.h"
+#include "mr.h"
+#include "param.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: nccl-net-verbs-info [-g] [-k] [-h]\n"
+		     "  -g  print the whole GID table of every kept port\n"
+		     "  -k  print only the knobs\n"
+		     "  -h  this help\n"
+		     "Environment: every NCCL_IB_* / NCCL_VERBS_* knob listed below; NCCL_DEBUG=INFO\n"
+		     "shows the plugin's own log lines.\n");
+}
+
+static const char *ll_str(uint8_t ll)
+{
+	switch (ll) {
+	case IBV_LINK_LAYER_ETHERNET:
+		return "Ethernet (RoCE)";
+	case IBV_LINK_LAYER_INFINIBAND:
+		return "InfiniBand";
+	case IBV_LINK_LAYER_UNSPECIFIED:
+		return "unspecified (InfiniBand)";
+	default:
+		return "other";
+	}
+}
+
+/* Every port of every device, with the decision the plugin makes on it. */
+static void print_ports(void)
+{
+	struct ibv_device **list = NULL;
+	struct nv_hca_filter f;
+	int n = 0;
+
+	printf("\nVerbs devices and ports (NCCL_IB_HCA=%s):\n",
+	       nv_param_str(NV_PARAM_IB_HCA) ? nv_param_str(NV_PARAM_IB_HCA) : "(unset)");
+	nv_hca_filter_parse(nv_param_str(NV_PARAM_IB_HCA), &f);
+	if (nv_ibv_get_device_list(&list, &n) != NV_OK || n == 0) {
+		printf("  none found (is the ib_uverbs kernel module loaded, and /dev/infiniband "
+		       "visible in this container?)\n");
+		nv_ibv_free_device_list(list);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		struct ibv_context *ctx;
+		struct ibv_device_attr da;
+
+		printf("  %s (%s)\n", nv_ibv_device_name(list[i]), list[i]->ibdev_path);
+		if (nv_ibv_open_device(list[i], &ctx) != NV_OK)
+			continue;
+		if (nv_ibv_query_device(ctx, &da) == NV_OK) {
+			for (int p = 1; p <= da.phys_port_cnt; p++) {
+				struct ibv_port_attr pa;
+				const char *why = "kept";
+
+				if (nv_ibv_query_port(ctx, (uint8_t)p, &pa) != NV_OK)
+					continue;
+				if (pa.state != IBV_PORT_ACTIVE)
+					why = "skipped: port not ACTIVE";
+				else if (!nv_hca_filter_match(&f, nv_ibv_device_name(list[i]), p, NULL,
+							      NULL))
+					why = "skipped by NCCL_IB_HCA";
+				printf("    port %d: %-6s %-24s %7d Mbps (speed 0x%x width 0x%x) mtu %d "
+				       "lid %u -> %s\n", p, nv_ibv_port_state_str(pa.state),
+				       ll_str(pa.link_layer),
+				       nv_port_speed_mbps(pa.active_speed, pa.active_width),
+				       pa.active_speed, pa.active_width, 128 << pa.active_mtu, pa.lid,
+				       why);
+			}
+		}
+		nv_ibv_close_device(ctx);
+	}
+	nv_ibv_free_device_list(list);
+}
+
+static void print_gid_table(struct nv_dev *d, int chosen)
+{
+	struct nv_gid_entry *t;
+	int n;
+
+	if (nv_dev_gid_table(d, &t, &n) != NV_OK)
+		return;
+	for (int i = 0; i < n; i++) {
+		char g[INET6_ADDRSTRLEN];
+
+		if (!t[i].readable) {
+			printf("      [%3d] unreadable\n", i);
+			continue;
+		}
+		if (!nv_gid_is_valid(&t[i].gid) && i != chosen && !memcmp(t[i].gid.raw,
+		    (uint8_t[16]){ 0 }, 16))
+			continue; /* empty slot */
+		printf("    %s [%3d] %-40s %-5s %s%s\n", i == chosen ? "=>" : "  ", i,
+		       nv_ibv_gid_str(&t[i].gid, g, sizeof(g)),
+		       nv_gid_family(&t[i].gid) == AF_INET ? "IPv4" : "IPv6",
+		       t[i].type == IBV_GID_TYPE_ROCE_V2   ? "RoCE v2"
+		       : t[i].type == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1"
+		       : t[i].type == IBV_GID_TYPE_IB	   ? "IB"
+							   : "type ?",
+		       nv_gid_is_valid(&t[i].gid) || d->link_layer != IBV_LINK_LAYER_ETHERNET
+			       ? ""
+			       : " (link-local: never auto-picked)");
+	}
+	free(t);
+}
+
+static void print_devices(bool gids)
+{
+	printf("\nDevices the plugin reports to NCCL:\n");
+	for (int i = 0; i < nv_vdev_count(); i++) {
+		ncclNetProperties_v12_t p;
+		struct nv_dev *d = nv_dev_get(i);
+		struct nv_gid_info g;
+
+		if (nv_vdev_properties(i, &p) != NV_OK)
+			continue;
+		printf("  dev %d: %s  port %d  %s  %d Mbps  guid 0x%016llx  maxComms %d  maxRecvs %d\n",
+		       i, p.name, p.port, ll_str(d->link_layer), p.speed, (unsigned long long)p.guid,
+		       p.maxComms, p.maxRecvs);
+		printf("    pciPath   %s\n", p.pciPath ? p.pciPath : "(none: NCCL places it on CPU 0)");
+		printf("    GPUDirect %s%s\n", d->hca->gdr.why,
+		       d->hca->relaxed_ordering ? "; relaxed ordering on data MRs" : "");
+		printf("    ptrSupport%s%s%s  rail %d  plane %d\n",
+		       (p.ptrSupport & NCCL_PTR_HOST) ? " HOST" : "",
+		       (p.ptrSupport & NCCL_PTR_CUDA) ? " CUDA" : "",
+		       (p.ptrSupport & NCCL_PTR_DMABUF) ? " DMABUF" : "", p.railId, p.planeId);
+		if (nv_dev_gid(d, &g) == NV_OK || g.why[0])
+			printf("    GID       %s\n", g.why);
+		if (gids)
+			print_gid_table(d, g.index);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	bool gids = false, knobs_only = false;
+	char lim[64];
+	int c;
+
+	while ((c = getopt(argc, argv, "gkh")) != -1) {
+		switch (c) {
+		case 'g':
+			gids = true;
+			break;
+		case 'k':
+			knobs_only = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	printf("nccl-net-verbs %s (plugin name \"Verbs\", ncclNet v6..v12)\n", PACKAGE_VERSION);
+	if (nv_param_load() != NV_OK) {
+		printf("\nThe configuration is invalid (see the WARN lines above); the plugin would "
+		       "refuse to start.\n");
+		return 1;
+	}
+	printf("\nKnobs (environment; \"(set)\" = overridden):\n");
+	nv_param_dump(stdout);
+	if (knobs_only)
+		return 0;
+	printf("\nRLIMIT_MEMLOCK: %s%s\n", nv_memlock_str(lim, sizeof(lim)),
+	       nv_memlock_unlimited() ? "" : "  (not unlimited: large registrations may fail)");
+	if (nv_param_int(NV_PARAM_IB_DISABLE)) {
+		printf("\nNCCL_IB_DISABLE=1: the plugin would not start.\n");
+		return 0;
+	}
+	print_ports();
+	if (nv_devices_init() != NV_OK) {
+		printf("\nThe plugin would not start: no usable device (see above).\n");
+		return 1;
+	}
+	print_devices(gids);
+	nv_devices_fini();
+	return 0;
+}
