@@ -251,7 +251,11 @@ static nv_status_t nv_dev_add(struct nv_hca *h, uint8_t port, const struct ibv_p
 	d->sm_sl = pa->sm_sl;
 	d->active_mtu = pa->active_mtu;
 	d->grh_required = (pa->flags & IBV_QPF_GRH_REQUIRED) != 0;
+#ifdef HAVE_STRUCT_IBV_PORT_ATTR_ACTIVE_SPEED_EX
+	d->active_speed = pa->active_speed_ex ? pa->active_speed_ex : pa->active_speed; /* XDR */
+#else
 	d->active_speed = pa->active_speed;
+#endif
 	d->active_width = pa->active_width;
 	d->speed_mbps = nv_port_speed_mbps(d->active_speed, d->active_width);
 	d->gid_tbl_len = pa->gid_tbl_len;

@@ -71,9 +71,15 @@ static void print_ports(void)
 			for (int p = 1; p <= da.phys_port_cnt; p++) {
 				struct ibv_port_attr pa;
 				const char *why = "kept";
+				uint32_t speed;
 
 				if (nv_ibv_query_port(ctx, (uint8_t)p, &pa) != NV_OK)
 					continue;
+#ifdef HAVE_STRUCT_IBV_PORT_ATTR_ACTIVE_SPEED_EX
+				speed = pa.active_speed_ex ? pa.active_speed_ex : pa.active_speed;
+#else
+				speed = pa.active_speed;
+#endif
 				if (pa.state != IBV_PORT_ACTIVE)
 					why = "skipped: port not ACTIVE";
 				else if (!nv_hca_filter_match(&f, nv_ibv_device_name(list[i]), p, NULL,
@@ -82,8 +88,8 @@ static void print_ports(void)
 				printf("    port %d: %-6s %-24s %7d Mbps (speed 0x%x width 0x%x) mtu %d "
 				       "lid %u -> %s\n", p, nv_ibv_port_state_str(pa.state),
 				       ll_str(pa.link_layer),
-				       nv_port_speed_mbps(pa.active_speed, pa.active_width),
-				       pa.active_speed, pa.active_width, 128 << pa.active_mtu, pa.lid,
+				       nv_port_speed_mbps(speed, pa.active_width), speed,
+				       pa.active_width, 128 << pa.active_mtu, pa.lid,
 				       why);
 			}
 		}
