@@ -29,6 +29,7 @@ struct nv_pending {
 	uint64_t deadline_ns;
 	uint8_t buf[NV_HELLO_MSG_SIZE];
 	size_t off;
+	int authed;		/* presented the right secret; waits for an accept call */
 };
 
 struct nv_listen_comm {
@@ -96,15 +97,34 @@ nv_status_t nv_net_listen(struct nv_ctx *ctx, int dev, void *handle, void **list
 static void nv_pending_drop(struct nv_listen_comm *lc, int i)
 {
 	nv_sock_close(&lc->pend[i].fd);
-	lc->pend[i] = lc->pend[--lc->npend];
+	lc->npend--;
+	memmove(&lc->pend[i], &lc->pend[i + 1], sizeof(lc->pend[0]) * (size_t)(lc->npend - i));
 }
 
-/* Takes every queued TCP connection; under a flood the oldest pending one goes. */
+static int nv_pending_step(struct nv_listen_comm *lc, struct nv_pending *p);
+
+/* Oldest connection that has not authenticated, or -1. */
+static int nv_pending_victim(struct nv_listen_comm *lc)
+{
+	int i;
+
+	for (i = 0; i < lc->npend; i++)
+		if (!lc->pend[i].authed)
+			return i;
+	return -1;
+}
+
+/*
+ * Takes every queued TCP connection and reads whatever hello it already
+ * sent; under a flood the oldest unauthenticated connection is dropped, so
+ * silent connections can never crowd out a connector that presents the
+ * secret.
+ */
 static void nv_listen_take(struct nv_listen_comm *lc)
 {
 	char s[NV_SOCK_ADDR_STRLEN];
 	struct nv_pending p;
-	int rc;
+	int rc, victim;
 
 	for (;;) {
 		memset(&p, 0, sizeof(p));
@@ -115,13 +135,24 @@ static void nv_listen_take(struct nv_listen_comm *lc)
 			return;
 		}
 		p.deadline_ns = nv_deadline();
+		rc = nv_pending_step(lc, &p);
+		if (rc < 0) {
+			nv_sock_close(&p.fd);
+			continue;
+		}
+		p.authed = rc == 1;
 		if (lc->npend == NV_LISTEN_PENDING) {
+			victim = nv_pending_victim(lc);
+			if (victim < 0) {
+				nv_sock_close(&p.fd);
+				NV_WARN("listener %s: %d authenticated connections wait for accept; "
+					"refusing one more", lc->addr_str, NV_LISTEN_PENDING);
+				continue;
+			}
 			NV_WARN("listener %s: %d connections have not authenticated; dropping the "
 				"oldest, from %s", lc->addr_str, NV_LISTEN_PENDING,
-				nv_sock_addr_str(&lc->pend[0].peer, s, sizeof(s)));
-			nv_sock_close(&lc->pend[0].fd);
-			memmove(&lc->pend[0], &lc->pend[1], sizeof(p) * (NV_LISTEN_PENDING - 1));
-			lc->npend--;
+				nv_sock_addr_str(&lc->pend[victim].peer, s, sizeof(s)));
+			nv_pending_drop(lc, victim);
 		}
 		lc->pend[lc->npend++] = p;
 	}
@@ -174,7 +205,7 @@ static nv_status_t nv_listen_poll(struct nv_listen_comm *lc)
 
 	nv_listen_take(lc);
 	for (i = 0; i < lc->npend; i++) {
-		r = nv_pending_step(lc, &lc->pend[i]);
+		r = lc->pend[i].authed ? 1 : nv_pending_step(lc, &lc->pend[i]);
 		if (r < 0)
 			nv_pending_drop(lc, i--);
 		if (r <= 0)

@@ -17,5 +17,9 @@ check_PROGRAMS += test/e2e/e2e_versions
 test_e2e_e2e_versions_SOURCES = test/e2e/e2e_versions.c
 test_e2e_e2e_versions_LDADD = $(E2E_LDADD)
 
-E2E_TESTS = test/e2e/e2e_loopback test/e2e/e2e_versions
+check_PROGRAMS += test/e2e/e2e_handshake
+test_e2e_e2e_handshake_SOURCES = test/e2e/e2e_handshake.c
+test_e2e_e2e_handshake_LDADD = $(E2E_LDADD)
+
+E2E_TESTS = test/e2e/e2e_loopback test/e2e/e2e_versions test/e2e/e2e_handshake
 TESTS += $(E2E_TESTS)
