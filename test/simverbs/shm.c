@@ -305,7 +305,7 @@ static void sv_gc_remove(const char *name)
 	sv_rm_tree(path);
 }
 
-/* A fabric is stale when it is complete, older than a few seconds and every
+/* A fabric is stale when it is complete, older than 2 seconds and every
  * registered process is dead (they were all killed before detaching). */
 static bool sv_gc_is_stale(const char *shm)
 {
@@ -317,7 +317,7 @@ static bool sv_gc_is_stale(const char *shm)
 	if (fd < 0)
 		return false;
 	if (fstat(fd, &st) || (size_t)st.st_size != sizeof(*f) ||
-	    time(NULL) - st.st_mtime < 5) {
+	    time(NULL) - st.st_mtime < 2) {
 		close(fd);
 		return false;
 	}
