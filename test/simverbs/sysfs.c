@@ -194,22 +194,63 @@ static void sv_sysfs_device(const char *root, const struct sv_device *d)
 		sv_log("sysfs: symlink %s: %s", link, strerror(errno));
 }
 
-/* Builds the tree and fills every device's sysfs paths. */
+SV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
+
+/* FNV-1a over the device table: the tree is rebuilt only when it changes. */
+static uint64_t sv_config_hash(void)
+{
+	const unsigned char *p = (const unsigned char *)sv_g.devs;
+	size_t n = (size_t)sv_g.ndevs * sizeof(*sv_g.devs);
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (int i = 0; i < sv_g.ndevs; i++) {
+		const struct sv_device *d = &sv_g.devs[i];
+
+		/* hash only configuration, not runtime pointers */
+		p = (const unsigned char *)d->ibv.name;
+		n = sizeof(d->ibv.name);
+		for (size_t k = 0; k < n; k++)
+			h = (h ^ p[k]) * 0x100000001b3ull;
+		p = (const unsigned char *)&d->link_layer;
+		n = offsetof(struct sv_device, knobs) - offsetof(struct sv_device, link_layer);
+		for (size_t k = 0; k < n; k++)
+			h = (h ^ p[k]) * 0x100000001b3ull;
+	}
+	return h;
+}
+
+static bool sv_sysfs_current(const char *root, uint64_t hash)
+{
+	char buf[64];
+	int n = ibv_read_sysfs_file(root, ".simverbs-config", buf, sizeof(buf));
+
+	return n > 0 && strtoull(buf, NULL, 16) == hash;
+}
+
+/* Builds the tree (unless an identical one exists) and fills every device's
+ * sysfs paths. */
 int sv_sysfs_create(void)
 {
 	char root[300];
+	uint64_t hash = sv_config_hash();
+	bool current;
 
 	snprintf(root, sizeof(root), "%s/sys", sv_g.dir);
-	sv_put(root, "class/infiniband_verbs/abi_version", "6\n");
+	current = sv_sysfs_current(root, hash);
+	if (!current)
+		sv_put(root, "class/infiniband_verbs/abi_version", "6\n");
 	for (int i = 0; i < sv_g.ndevs; i++) {
 		struct sv_device *d = &sv_g.devs[i];
 
-		sv_sysfs_device(root, d);
+		if (!current)
+			sv_sysfs_device(root, d);
 		snprintf(d->ibv.ibdev_path, sizeof(d->ibv.ibdev_path), "%s/class/infiniband/%s",
 			 root, d->ibv.name);
 		snprintf(d->ibv.dev_path, sizeof(d->ibv.dev_path), "%s/class/infiniband_verbs/%s",
 			 root, d->ibv.dev_name);
 	}
+	if (!current)
+		sv_put(root, ".simverbs-config", "%016llx\n", (unsigned long long)hash);
 	return 0;
 }
 
