@@ -51,3 +51,9 @@ nccl_net_verbs_info_SOURCES = src/tools/nccl-net-verbs-info.c
 nccl_net_verbs_info_LDADD = libnvcore.la $(IBVERBS_LIBS)
 dist_check_SCRIPTS += test/unit/test-info.sh
 TESTS += test/unit/test-info.sh
+# NIC fusion end to end (three simverbs devices, data through merged vNICs).
+check_PROGRAMS += test/unit/test_vnic
+TESTS += test/unit/test_vnic
+test_unit_test_vnic_SOURCES = test/unit/test_vnic.c
+test_unit_test_vnic_LDADD = $(IBVERBS_LIBS)
+EXTRA_test_unit_test_vnic_DEPENDENCIES = libnccl-net-verbs.la

@@ -26,9 +26,6 @@
 #include "param.h"
 
 #define NV_PLUGIN_NAME "Verbs"
-/* Devices one comm can drive; merged vNICs beyond this are refused. Raised
- * when the comm layer (connect.c/p2p.c) stripes a comm over several NICs. */
-#define NV_COMM_DEVS_SUPPORTED 1
 
 static pthread_mutex_t nv_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int nv_global_refs;
@@ -319,14 +316,9 @@ ncclResult_t nv_close_listen(void *c)
 
 ncclResult_t nv_make_vdevice_n(int *d, int ndevs, const int *devs, int max_devs)
 {
+	/* The comm layer stripes a comm's QPs over every member (qp.c). */
 	if (!d || !devs)
 		return ncclInternalError;
-	if (ndevs > NV_COMM_DEVS_SUPPORTED) {
-		NV_WARN("makeVDevice: merging %d NICs into one virtual NIC is not supported yet "
-			"(a comm drives %d NIC); NCCL keeps them separate", ndevs,
-			NV_COMM_DEVS_SUPPORTED);
-		return ncclInvalidUsage;
-	}
 	return nv_to_nccl(nv_vdev_make(devs, ndevs, max_devs, d));
 }
 

@@ -145,7 +145,7 @@ static void sc_v12_lifecycle(void)
 			CHECK(n->makeVDevice(&vd, &vp) == ncclSuccess && vd == nd);
 			vp.ndevs = 2;
 			memcpy(vp.devs, two, sizeof(two));
-			CHECK(n->makeVDevice(&vd, &vp) == ncclInvalidUsage);
+			CHECK(n->makeVDevice(&vd, &vp) == ncclInvalidArgument); /* IB + RoCE */
 			vp.ndevs = 1;
 			vp.devs[0] = 1;
 		}

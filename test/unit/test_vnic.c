@@ -1,0 +1,202 @@
+/*
+ * test_vnic - NIC fusion through makeVDevice, end to end over simverbs with
+ * three devices (simib0, simib1: InfiniBand; simroce0: RoCE): merged
+ * properties (name, speed, vProps, plane mask), data through a merged vNIC
+ * with one and with several QPs split over both NICs (content checked), the
+ * refusals (mixed link layers, too many devices for the ABI version,
+ * duplicates, NCCL_IB_MERGE_NICS=0). Each scenario runs in its own process.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nccl/net.h"
+#include "nvtest.h"
+
+static const char *plugin_path;
+
+static ncclNet_v12_t *load(void)
+{
+	void *h = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);
+
+	return h ? dlsym(h, "ncclNetPlugin_v12") : NULL;
+}
+
+static void run(const char *name, void (*fn)(void))
+{
+	pid_t pid = fork();
+	int status = 0;
+
+	if (pid == 0) {
+		fn();
+		exit(nvt_failures ? 1 : 0); /* exit(): simverbs' leak report runs */
+	}
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr, "scenario %s failed (status 0x%x)\n", name, status);
+		nvt_failures++;
+	}
+}
+
+/* One 1 MiB + one 0-byte message through vdev, both directions of one pair. */
+static void exchange(ncclNet_v12_t *n, void *ctx, int vd)
+{
+	size_t sz = 1 << 20;
+	char handle[NCCL_NET_HANDLE_MAXSIZE], *sb = malloc(sz), *rb = malloc(sz);
+	void *lc = NULL, *sc = NULL, *rc = NULL, *smh = NULL, *rmh = NULL;
+
+	CHECK(n->listen(ctx, vd, handle, &lc) == ncclSuccess && lc);
+	for (int i = 0; i < 1000000 && (!sc || !rc); i++) {
+		if (!sc && n->connect(ctx, vd, handle, &sc, NULL) != ncclSuccess)
+			break;
+		if (!rc && n->accept(lc, &rc, NULL) != ncclSuccess)
+			break;
+	}
+	CHECK(sc && rc);
+	if (!sc || !rc)
+		return;
+	for (size_t i = 0; i < sz; i++)
+		sb[i] = (char)(i * 131 + 7);
+	CHECK(n->regMr(sc, sb, sz, NCCL_PTR_HOST, &smh) == ncclSuccess);
+	CHECK(n->regMr(rc, rb, sz, NCCL_PTR_HOST, &rmh) == ncclSuccess);
+	for (int it = 0; it < 2; it++) {
+		size_t len = it ? 0 : sz, cap = sz;
+		void *sr = NULL, *rr = NULL, *data = rb;
+		int tag = 5, ds = 0, dr = 0, ssize = -1, rsize[8] = { -1 };
+
+		memset(rb, 0, sz);
+		while (!rr && n->irecv(rc, 1, &data, &cap, &tag, &rmh, NULL, &rr) == ncclSuccess)
+			;
+		while (!sr && n->isend(sc, sb, len, 5, smh, NULL, &sr) == ncclSuccess)
+			;
+		CHECK(sr && rr);
+		for (long i = 0; i < 100000000 && sr && rr && (!ds || !dr); i++) {
+			if (!ds && n->test(sr, &ds, &ssize) != ncclSuccess)
+				break;
+			if (!dr && n->test(rr, &dr, rsize) != ncclSuccess)
+				break;
+		}
+		CHECK(ds && dr && rsize[0] == (int)len);
+		CHECK(len == 0 || memcmp(sb, rb, sz) == 0);
+	}
+	CHECK(n->deregMr(sc, smh) == ncclSuccess && n->deregMr(rc, rmh) == ncclSuccess);
+	CHECK(n->closeSend(sc) == ncclSuccess && n->closeRecv(rc) == ncclSuccess);
+	CHECK(n->closeListen(lc) == ncclSuccess);
+	free(sb);
+	free(rb);
+}
+
+static int find(ncclNet_v12_t *n, const char *name)
+{
+	ncclNetProperties_v12_t p;
+	int nd = 0;
+
+	n->devices(&nd);
+	for (int i = 0; i < nd; i++)
+		if (n->getProperties(i, &p) == ncclSuccess && !strcmp(p.name, name))
+			return i;
+	return -1;
+}
+
+static void sc_merge(void)
+{
+	ncclNet_v12_t *n = load();
+	ncclNetProperties_v12_t p, p0, p1;
+	ncclNetVDeviceProps_v12_t vp = { 2, { 0 } };
+	void *ctx = NULL;
+	int vd = -1, nd = 0;
+
+	CHECK(n && n->init(&ctx, 1, NULL, NULL, NULL) == ncclSuccess);
+	if (!ctx)
+		return;
+	vp.devs[0] = find(n, "simib0");
+	vp.devs[1] = find(n, "simib1");
+	CHECK(vp.devs[0] >= 0 && vp.devs[1] >= 0 && n->devices(&nd) == ncclSuccess);
+	CHECK(n->makeVDevice(&vd, &vp) == ncclSuccess && vd == nd);
+	CHECK(n->getProperties(vd, &p) == ncclSuccess);
+	CHECK(n->getProperties(vp.devs[0], &p0) == 0 && n->getProperties(vp.devs[1], &p1) == 0);
+	CHECK(!strcmp(p.name, "simib0+simib1") && p.speed == p0.speed + p1.speed);
+	CHECK(p.vProps.ndevs == 2 && p.vProps.devs[0] == vp.devs[0] && p.vProps.devs[1] == vp.devs[1]);
+	CHECK(p.railId == -1 && p.planeId == (0x4000 | 1)); /* virtual bit | "plane -1" slot */
+	CHECK(n->devices(&nd) == ncclSuccess && nd == vd + 1);
+	exchange(n, ctx, vd);
+	CHECK(n->finalize(ctx) == ncclSuccess);
+}
+
+static void sc_merge_split(void)
+{
+	setenv("NCCL_IB_QPS_PER_CONNECTION", "2", 1);
+	setenv("NCCL_IB_SPLIT_DATA_ON_QPS", "1", 1);
+	sc_merge();
+}
+
+static void sc_refuse(void)
+{
+	ncclNet_v12_t *n = load();
+	ncclNetVDeviceProps_v12_t vp = { 2, { 0 } };
+	ncclNetVDeviceProps_v11_t vp11 = { 5, { 0, 1, 2, 0 } };
+	void *ctx = NULL;
+	int vd = -1, nd = 0;
+
+	CHECK(n && n->init(&ctx, 1, NULL, NULL, NULL) == ncclSuccess);
+	if (!ctx)
+		return;
+	n->devices(&nd);
+	vp.devs[0] = find(n, "simib0");
+	vp.devs[1] = find(n, "simroce0");
+	CHECK(n->makeVDevice(&vd, &vp) == ncclInvalidArgument); /* IB + RoCE */
+	vp.devs[1] = vp.devs[0];
+	CHECK(n->makeVDevice(&vd, &vp) == ncclInvalidArgument); /* duplicate */
+	vp.ndevs = 9;
+	CHECK(n->makeVDevice(&vd, &vp) == ncclInvalidArgument); /* > 8 */
+	vp.ndevs = 0;
+	CHECK(n->makeVDevice(&vd, &vp) == ncclInvalidArgument);
+	vp.ndevs = 2;
+	vp.devs[1] = nd + 5;
+	CHECK(n->makeVDevice(&vd, &vp) == ncclInvalidArgument); /* not a device */
+	{
+		void *h = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);
+		ncclNet_v11_t *t = h ? dlsym(h, "ncclNetPlugin_v11") : NULL;
+
+		CHECK(t && t->makeVDevice(&vd, &vp11) == ncclInvalidArgument); /* > 4 in v11 */
+	}
+	CHECK(n->devices(&vd) == ncclSuccess && vd == nd); /* nothing was added */
+	CHECK(n->finalize(ctx) == ncclSuccess);
+}
+
+static void sc_merge_disabled(void)
+{
+	ncclNet_v12_t *n;
+	ncclNetVDeviceProps_v12_t vp = { 2, { 0 } };
+	void *ctx = NULL;
+	int vd;
+
+	setenv("NCCL_IB_MERGE_NICS", "0", 1);
+	n = load();
+	CHECK(n && n->init(&ctx, 1, NULL, NULL, NULL) == ncclSuccess);
+	if (!ctx)
+		return;
+	vp.devs[0] = find(n, "simib0");
+	vp.devs[1] = find(n, "simib1");
+	CHECK(n->makeVDevice(&vd, &vp) == ncclInvalidUsage);
+	CHECK(n->finalize(ctx) == ncclSuccess);
+}
+
+int main(void)
+{
+	plugin_path = getenv("NV_TEST_PLUGIN");
+	if (!plugin_path || access(plugin_path, R_OK) != 0) {
+		printf("test_vnic: NV_TEST_PLUGIN not set or unreadable: skipped\n");
+		return 77;
+	}
+	/* Before any verbs call: every process of this fabric sees these devices. */
+	setenv("SIMVERBS_DEVICES", "simib0:ll=ib;simib1:ll=ib;simroce0:ll=eth", 1);
+	run("merge", sc_merge);
+	run("merge split", sc_merge_split);
+	run("refuse", sc_refuse);
+	run("merge disabled", sc_merge_disabled);
+	return nvt_exit("test_vnic");
+}
