@@ -21,5 +21,10 @@ check_PROGRAMS += test/e2e/e2e_handshake
 test_e2e_e2e_handshake_SOURCES = test/e2e/e2e_handshake.c
 test_e2e_e2e_handshake_LDADD = $(E2E_LDADD)
 
-E2E_TESTS = test/e2e/e2e_loopback test/e2e/e2e_versions test/e2e/e2e_handshake
+check_PROGRAMS += test/e2e/e2e_kill
+test_e2e_e2e_kill_SOURCES = test/e2e/e2e_kill.c
+test_e2e_e2e_kill_LDADD = $(E2E_LDADD)
+
+E2E_TESTS = test/e2e/e2e_loopback test/e2e/e2e_versions test/e2e/e2e_handshake \
+	test/e2e/e2e_kill
 TESTS += $(E2E_TESTS)

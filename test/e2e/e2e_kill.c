@@ -1,0 +1,229 @@
+/*
+ * e2e_kill - a peer process killed (SIGKILL) while connecting, while the
+ * survivor waits for data, while it has a send waiting for a clear-to-send,
+ * and while data is in flight. The survivor must get an error, not a hang,
+ * within a bounded time, naming the peer; every later call on that comm
+ * must fail fast with the same explanation; closing the failed comm works.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "e2e.h"
+
+#define T 30.0
+#define BOUND 15.0 /* the error must come within this many seconds */
+#define BUF (16u << 20)
+
+enum kcase { K_CONNECT, K_RECV_WAITS, K_SEND_WAITS, K_INFLIGHT, K_NCASES };
+static const char *const kcase_names[K_NCASES] = {
+	"killed during connect", "sender killed, receiver waits for data",
+	"receiver killed, send waits for a clear-to-send", "receiver killed with data in flight",
+};
+
+struct kill_ctx {
+	enum kcase kc;
+	int handle_pipe[2], ready_pipe[2], go_pipe[2];
+};
+
+static char *buf;
+
+/* Survivor side: `req` or the next call fails within BOUND; then fail-fast checks. */
+static void expect_failure(struct e2e_net *n, void *req, void *comm, int is_send, void *mh)
+{
+	double t0 = e2e_now(), t1;
+	int done = 0, sizes[8];
+	ncclResult_t r = ncclSuccess;
+	void *req2 = NULL, *data = buf;
+	size_t size = 4096;
+	int tag = 1;
+
+	while (r == ncclSuccess && !done && e2e_now() - t0 < BOUND) {
+		if (req)
+			r = e2e_test(n, req, &done, sizes);
+		else
+			r = e2e_isend(n, comm, buf, BUF, 1, mh, &req); /* no CTS will come */
+	}
+	t1 = e2e_now();
+	if (r == ncclSuccess)
+		E2E_FAIL("no error %.1f s after the peer was killed (done=%d)", t1 - t0, done);
+	if (!e2e_warned("peer") && !e2e_warned("remote"))
+		E2E_FAIL("the error does not name the peer:\n%s", e2e_warn_text());
+	/* sticky: later calls fail fast with the same explanation */
+	t0 = e2e_now();
+	if (is_send)
+		r = e2e_isend(n, comm, buf, 4096, 1, mh, &req2);
+	else
+		r = e2e_irecv(n, comm, 1, &data, &size, &tag, &mh, &req2);
+	if (r == ncclSuccess || req2 || e2e_now() - t0 > 1.0 || !e2e_warned("failed connection"))
+		E2E_FAIL("a later call on the failed comm did not fail fast (r=%d):\n%s", (int)r,
+			 e2e_warn_text());
+}
+
+static int survivor_recv(struct kill_ctx *k, struct e2e_net *n)
+{
+	char handle[E2E_HANDLE_SIZE], one = 1;
+	void *lc, *rc, *mh, *data = buf, *req;
+	size_t size = BUF;
+	int tag = 1, rs[8];
+
+	E2E_OK(e2e_listen(n, 0, handle, &lc));
+	e2e_pipe_write(k->handle_pipe[1], handle, sizeof(handle));
+	E2E_OK(e2e_accept_wait(n, lc, &rc, T));
+	E2E_CHECK(rc != NULL);
+	E2E_OK(e2e_close_listen(n, lc));
+	E2E_OK(e2e_reg_mr(n, rc, buf, BUF, NCCL_PTR_HOST, &mh));
+	E2E_OK(e2e_wait(n, e2e_irecv_wait(n, rc, 1, &data, &size, &tag, &mh, T), rs, T));
+	req = e2e_irecv_wait(n, rc, 1, &data, &size, &tag, &mh, T);
+	e2e_pipe_write(k->ready_pipe[1], &one, 1); /* parent kills the sender now */
+	expect_failure(n, req, rc, 0, mh);
+	E2E_OK(e2e_dereg_mr(n, rc, mh));
+	E2E_OK(e2e_close_recv(n, rc));
+	return 0;
+}
+
+static int survivor_send(struct kill_ctx *k, struct e2e_net *n)
+{
+	char handle[E2E_HANDLE_SIZE], one;
+	void *sc, *mh, *req = NULL;
+
+	e2e_pipe_read(k->handle_pipe[0], handle, sizeof(handle), T);
+	if (k->kc == K_CONNECT) {
+		ncclResult_t r;
+		double t0 = e2e_now();
+
+		e2e_pipe_read(k->go_pipe[0], &one, 1, T); /* the listener is dead now */
+		r = e2e_connect_wait(n, 0, handle, &sc, BOUND);
+		if (r == ncclSuccess)
+			E2E_FAIL("connect to a killed listener: no error in %.0f s (comm %p)", BOUND, sc);
+		e2e_note("connect failed %.2f s after the listener was killed", e2e_now() - t0);
+		return 0;
+	}
+	E2E_OK(e2e_connect_wait(n, 0, handle, &sc, T));
+	E2E_CHECK(sc != NULL);
+	E2E_OK(e2e_reg_mr(n, sc, buf, BUF, NCCL_PTR_HOST, &mh));
+	E2E_OK(e2e_wait(n, e2e_isend_wait(n, sc, buf, BUF, 1, mh, T), NULL, T));
+	e2e_pipe_read(k->go_pipe[0], &one, 1, T); /* the receiver is dead now */
+	if (k->kc == K_INFLIGHT)
+		req = e2e_isend_wait(n, sc, buf, BUF, 1, mh, T); /* its CTS arrived before death */
+	expect_failure(n, req, sc, 1, mh);
+	E2E_OK(e2e_dereg_mr(n, sc, mh));
+	E2E_OK(e2e_close_send(n, sc));
+	return 0;
+}
+
+static int victim_recv(struct kill_ctx *k, struct e2e_net *n)
+{
+	char handle[E2E_HANDLE_SIZE], one = 1;
+	void *lc, *rc, *mh, *data = buf;
+	size_t size = BUF;
+	int tag = 1, rs[8];
+
+	E2E_OK(e2e_listen(n, 0, handle, &lc));
+	e2e_pipe_write(k->handle_pipe[1], handle, sizeof(handle));
+	if (k->kc != K_CONNECT) {
+		E2E_OK(e2e_accept_wait(n, lc, &rc, T));
+		E2E_CHECK(rc != NULL);
+		E2E_OK(e2e_reg_mr(n, rc, buf, BUF, NCCL_PTR_HOST, &mh));
+		E2E_OK(e2e_wait(n, e2e_irecv_wait(n, rc, 1, &data, &size, &tag, &mh, T), rs, T));
+		if (k->kc == K_INFLIGHT)
+			(void)e2e_irecv_wait(n, rc, 1, &data, &size, &tag, &mh, T);
+		usleep(100000); /* let the CTS land */
+	}
+	e2e_pipe_write(k->ready_pipe[1], &one, 1);
+	for (;;)
+		pause(); /* SIGKILLed by the parent */
+}
+
+static int victim_send(struct kill_ctx *k, struct e2e_net *n)
+{
+	char handle[E2E_HANDLE_SIZE];
+	void *sc, *mh;
+
+	e2e_pipe_read(k->handle_pipe[0], handle, sizeof(handle), T);
+	E2E_OK(e2e_connect_wait(n, 0, handle, &sc, T));
+	E2E_CHECK(sc != NULL);
+	E2E_OK(e2e_reg_mr(n, sc, buf, BUF, NCCL_PTR_HOST, &mh));
+	E2E_OK(e2e_wait(n, e2e_isend_wait(n, sc, buf, BUF, 1, mh, T), NULL, T));
+	for (;;)
+		pause();
+}
+
+static int child(void *arg, int is_recv)
+{
+	struct kill_ctx *k = arg;
+	struct e2e_net n;
+	int r = e2e_open(&n, 12);
+	int victim_is_recv = k->kc != K_RECV_WAITS;
+
+	if (r)
+		return r;
+	buf = aligned_alloc(4096, BUF);
+	if (!buf)
+		E2E_FAIL("out of memory");
+	memset(buf, 1, BUF);
+	if (is_recv == victim_is_recv)
+		r = is_recv ? victim_recv(k, &n) : victim_send(k, &n);
+	else
+		r = is_recv ? survivor_recv(k, &n) : survivor_send(k, &n);
+	e2e_close(&n);
+	free(buf);
+	return r;
+}
+
+static int recv_child(void *arg)
+{
+	return child(arg, 1);
+}
+
+static int send_child(void *arg)
+{
+	return child(arg, 0);
+}
+
+static int run(enum kcase kc, const char *hca)
+{
+	struct kill_ctx k = { .kc = kc };
+	pid_t rp, sp, victim;
+	char one = 1;
+	int rs, ss;
+	double t0 = e2e_now();
+
+	if (pipe(k.handle_pipe) || pipe(k.ready_pipe) || pipe(k.go_pipe))
+		E2E_FAIL("pipe");
+	rp = e2e_spawn(hca, recv_child, &k);
+	sp = e2e_spawn(hca, send_child, &k);
+	victim = kc == K_RECV_WAITS ? sp : rp;
+	e2e_pipe_read(k.ready_pipe[0], &one, 1, T);
+	kill(victim, SIGKILL);
+	e2e_reap(victim, T);
+	e2e_pipe_write(k.go_pipe[1], &one, 1);
+	rs = victim == rp ? 0 : e2e_reap(rp, T + BOUND);
+	ss = victim == sp ? 0 : e2e_reap(sp, T + BOUND);
+	e2e_note("%s (%s): survivor %d (%.2f s)", kcase_names[kc], hca, victim == rp ? ss : rs,
+		 e2e_now() - t0);
+	close(k.handle_pipe[0]);
+	close(k.handle_pipe[1]);
+	close(k.ready_pipe[0]);
+	close(k.ready_pipe[1]);
+	close(k.go_pipe[0]);
+	close(k.go_pipe[1]);
+	return rs || ss;
+}
+
+int main(void)
+{
+	int kc, failed = 0;
+
+	alarm(240);
+	setenv("NCCL_VERBS_CONNECT_TIMEOUT_MS", "3000", 1);
+	for (kc = 0; kc < K_NCASES; kc++) {
+		failed += run((enum kcase)kc, "=simib0") != 0;
+		failed += run((enum kcase)kc, "=simroce0") != 0;
+	}
+	return failed ? 1 : 0;
+}
