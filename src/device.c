@@ -361,6 +361,9 @@ static nv_status_t nv_devs_finish(void)
 
 static void nv_devices_free(void)
 {
+	/* Event threads read the device table (GID_CHANGE): stop them first. */
+	for (int i = 0; i < nv_nhca; i++)
+		nv_event_stop(nv_hcas[i]);
 	for (int i = 0; i < nv_ndev; i++) {
 		pthread_mutex_destroy(&nv_devs[i]->gid_lock);
 		free(nv_devs[i]);
