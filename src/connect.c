@@ -374,9 +374,12 @@ static int nv_con_tcp(struct nv_connect_state *cs)
 	int rc;
 
 	if (c->fd < 0) {
-		if (nv_now_ns() < cs->next_try_ns)
-			return nv_hs_expired(&cs->hs, "the listener to accept TCP") ? NV_STEP_FAIL
-										    : NV_STEP_WAIT;
+		if (nv_now_ns() < cs->next_try_ns && nv_now_ns() < cs->hs.deadline_ns)
+			return NV_STEP_WAIT;
+		if (nv_now_ns() >= cs->hs.deadline_ns) {
+			/* keep the last TCP error in why: "Connection refused" says it all */
+			return NV_STEP_FAIL;
+		}
 		rc = nv_sock_connect_start(&cs->addr, &c->fd);
 		if (rc < 0) {
 			snprintf(cs->hs.why, sizeof(cs->hs.why), "socket: %s", strerror(-rc));
@@ -394,7 +397,9 @@ static int nv_con_tcp(struct nv_connect_state *cs)
 		return NV_STEP_FAIL;
 	}
 	if (rc < 0) {
-		snprintf(cs->hs.why, sizeof(cs->hs.why), "TCP connect: %s", strerror(-rc));
+		snprintf(cs->hs.why, sizeof(cs->hs.why), "TCP connect still failing after %d "
+			 "attempt(s) within NCCL_VERBS_CONNECT_TIMEOUT_MS=%d: %s (listener gone?)",
+			 cs->tries + 1, nv_connect_timeout_ms(), strerror(-rc));
 		nv_sock_close(&c->fd);
 		cs->tries++;
 		cs->next_try_ns = nv_now_ns() + NV_RETRY_NS * (uint64_t)(cs->tries < 10 ? cs->tries : 10);

@@ -59,6 +59,20 @@ static void nv_req_put(struct nv_comm *c, struct nv_request *r)
 	c->free_head = r->idx;
 }
 
+const char *nv_comm_ident(const struct nv_comm *c, char *buf, size_t len)
+{
+	const struct nv_comm_dev *d = &c->dev[0];
+
+	if (!c->nqps || !c->qps || !c->qps[0].qp || !c->rmeta || !d->dev) {
+		snprintf(buf, len, "peer %s", c->peer);
+		return buf;
+	}
+	snprintf(buf, len, "%s:%u QPN 0x%x -> peer %s %.32s QPN 0x%x", d->hca->name, d->dev->port,
+		 c->qps[0].qp->qp_num, c->peer, c->rmeta->dev[c->qps[0].rdev].name,
+		 c->qps[0].rqpn);
+	return buf;
+}
+
 void nv_comm_fail(struct nv_comm *c, nv_status_t st, const char *fmt, ...)
 {
 	va_list ap;
@@ -75,17 +89,21 @@ void nv_comm_fail(struct nv_comm *c, nv_status_t st, const char *fmt, ...)
 /* Sticky errors and fatal async events; NV_OK when the comm is usable. */
 static nv_status_t nv_comm_check(struct nv_comm *c, const char *fn)
 {
+	char id[256];
 	int d;
 
 	if (nv_likely(c->error == NV_OK)) {
 		if (nv_unlikely(nv_async_sink_failed(&c->sink)))
-			nv_comm_fail(c, NV_ERR_SYSTEM, "connection to %s: fatal asynchronous event: %s",
-				     c->peer, c->sink.what);
+			nv_comm_fail(c, NV_ERR_SYSTEM, "connection %s: fatal asynchronous event: %s; "
+				     "hint: the QP or CQ was moved to error by the device, see the "
+				     "event text", nv_comm_ident(c, id, sizeof(id)), c->sink.what);
 		for (d = 0; d < c->ndevs && c->error == NV_OK; d++)
 			if (nv_unlikely(nv_hca_failed(c->dev[d].hca)))
 				nv_comm_fail(c, NV_ERR_SYSTEM,
-					     "connection to %s: device %s failed: %s", c->peer,
-					     c->dev[d].hca->name, c->dev[d].hca->sink.what);
+					     "connection %s: device %s failed: %s; hint: check the "
+					     "port and driver state (ibv_devinfo, dmesg)",
+					     nv_comm_ident(c, id, sizeof(id)), c->dev[d].hca->name,
+					     c->dev[d].hca->sink.what);
 		if (c->error == NV_OK)
 			return NV_OK;
 		return c->error;
@@ -201,6 +219,7 @@ static nv_status_t nv_comm_progress(struct nv_comm *c)
 static nv_status_t nv_comm_liveness(struct nv_comm *c, const struct nv_request *waiting)
 {
 	uint64_t now = nv_now_ns();
+	char id[256];
 
 	if (now - c->last_alive_ns < NV_LIVENESS_NS)
 		return NV_OK;
@@ -210,8 +229,9 @@ static nv_status_t nv_comm_liveness(struct nv_comm *c, const struct nv_request *
 	/* The peer may have finished and closed after its last completion reached us. */
 	if (nv_comm_progress(c) != NV_OK || (waiting && waiting->done))
 		return c->error;
-	nv_comm_fail(c, NV_ERR_REMOTE, "peer %s closed its connection (process exited or was "
-		     "killed, or it closed the comm) while we were waiting for it", c->peer);
+	nv_comm_fail(c, NV_ERR_REMOTE, "connection %s: the peer closed its side (its process "
+		     "exited or was killed, or it closed the comm) while we were waiting for it; "
+		     "hint: look for the first error on that peer", nv_comm_ident(c, id, sizeof(id)));
 	return c->error;
 }
 
