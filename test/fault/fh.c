@@ -1,0 +1,486 @@
+/*
+ * fh.c - the fault-test harness (contract in fh.h).
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fh.h"
+
+#define FH_WARN_BUF (256 * 1024)
+
+/* Raw mode's logger (fh_open_raw); otherwise e2e's logger records. */
+static pthread_mutex_t fh_warn_lock = PTHREAD_MUTEX_INITIALIZER;
+static char fh_raw_buf[FH_WARN_BUF];
+static size_t fh_raw_len;
+static int fh_raw_mode;
+
+double fh_now(void)
+{
+	return e2e_now();
+}
+
+void fh_log(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "[fault %d] ", (int)getpid());
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void fh_alarm(int sig)
+{
+	static const char msg[] = "[fault] FAIL: watchdog expired (the test hung)\n";
+
+	(void)sig;
+	(void)!write(2, msg, sizeof(msg) - 1);
+	_exit(1);
+}
+
+void fh_watchdog(unsigned seconds)
+{
+	signal(SIGALRM, fh_alarm);
+	alarm(seconds);
+}
+
+void fh_fail(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "[fault %d] FAIL %s:%d: ", (int)getpid(), file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	fh_warn_dump();
+	exit(1);
+}
+
+/* ---- recorded WARNs: one line per message in a text buffer -------------------- */
+
+static void fh_raw_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+			  const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	(void)flags;
+	if (level != NCCL_LOG_WARN && !getenv("E2E_VERBOSE"))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "[%d] %s %s:%d %s\n", (int)getpid(), level == NCCL_LOG_WARN ? "WARN" : "INFO",
+		file, line, msg);
+	if (level != NCCL_LOG_WARN)
+		return;
+	pthread_mutex_lock(&fh_warn_lock);
+	if (fh_raw_len + strlen(msg) + 2 < FH_WARN_BUF)
+		fh_raw_len += (size_t)snprintf(fh_raw_buf + fh_raw_len, FH_WARN_BUF - fh_raw_len,
+					       "%s\n", msg);
+	pthread_mutex_unlock(&fh_warn_lock);
+}
+
+static const char *fh_text(void)
+{
+	return fh_raw_mode ? fh_raw_buf : e2e_warn_text();
+}
+
+/* Copy of line i (0-based) of the recorded text, or NULL. */
+static char fh_line_buf[4][2048];
+static int fh_line_next;
+
+const char *fh_warn_get(int i)
+{
+	const char *p = fh_text(), *nl;
+	char *out;
+	size_t n;
+
+	for (; i > 0 && p; i--) {
+		p = strchr(p, '\n');
+		p = p ? p + 1 : NULL;
+	}
+	if (!p || !*p)
+		return NULL;
+	nl = strchr(p, '\n');
+	n = nl ? (size_t)(nl - p) : strlen(p);
+	out = fh_line_buf[fh_line_next++ & 3];
+	if (n >= sizeof(fh_line_buf[0]))
+		n = sizeof(fh_line_buf[0]) - 1;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return out;
+}
+
+int fh_warn_count(void)
+{
+	const char *p = fh_text();
+	int n = 0;
+
+	for (; (p = strchr(p, '\n')); p++)
+		n++;
+	return n;
+}
+
+void fh_warn_reset(void)
+{
+	pthread_mutex_lock(&fh_warn_lock);
+	fh_raw_len = 0;
+	fh_raw_buf[0] = '\0';
+	pthread_mutex_unlock(&fh_warn_lock);
+	e2e_warn_reset();
+}
+
+int fh_warn_find(int from, const char *needle, ...)
+{
+	int i, n = fh_warn_count();
+
+	for (i = from < 0 ? 0 : from; i < n; i++) {
+		const char *w = fh_warn_get(i), *k = needle;
+		va_list ap;
+		int all = w != NULL;
+
+		va_start(ap, needle);
+		while (k && all) {
+			all = strstr(w, k) != NULL;
+			k = va_arg(ap, const char *);
+		}
+		va_end(ap);
+		if (all)
+			return i;
+	}
+	return -1;
+}
+
+int fh_warn_count_with(const char *needle)
+{
+	int i, n = fh_warn_count(), c = 0;
+
+	for (i = 0; i < n; i++) {
+		const char *w = fh_warn_get(i);
+
+		c += w && strstr(w, needle) != NULL;
+	}
+	return c;
+}
+
+void fh_warn_dump(void)
+{
+	fprintf(stderr, "[fault %d] %d WARN(s) recorded:\n%s", (int)getpid(), fh_warn_count(),
+		fh_text());
+}
+
+/* ---- the plugin -------------------------------------------------------------- */
+
+ncclResult_t fh_open_raw(struct fh *f)
+{
+	const char *path = getenv("NV_TEST_PLUGIN");
+	ncclNetCommConfig_v12_t cfg = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
+
+	memset(f, 0, sizeof(*f));
+	f->raw = 1;
+	fh_raw_mode = 1;
+	if (!path || !*path) {
+		fh_log("NV_TEST_PLUGIN is not set (run through make check)");
+		return ncclSystemError;
+	}
+	f->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!f->dl) {
+		fh_log("cannot load %s: %s", path, dlerror());
+		return ncclSystemError;
+	}
+	f->net = dlsym(f->dl, "ncclNetPlugin_v12");
+	if (!f->net) {
+		fh_log("%s has no ncclNetPlugin_v12", path);
+		return ncclSystemError;
+	}
+	return f->net->init(&f->ctx, 0x1234, &cfg, fh_raw_logger, NULL);
+}
+
+int fh_open(struct fh *f)
+{
+	int rc;
+
+	memset(f, 0, sizeof(*f));
+	fh_raw_mode = 0;
+	rc = e2e_open(&f->e2e, 12);
+	if (rc)
+		return rc;
+	f->net = (ncclNet_v12_t *)f->e2e.tbl;
+	f->ctx = f->e2e.ctx;
+	FH_OK(f->net->devices(&f->ndev));
+	return f->ndev < 1 ? FH_SKIP : 0;
+}
+
+void fh_close(struct fh *f)
+{
+	if (!f->raw) {
+		e2e_close(&f->e2e);
+	} else {
+		if (f->net && f->ctx)
+			f->net->finalize(f->ctx);
+		/* The plugin is linked -z nodelete; dlclose only drops our reference. */
+		if (f->dl)
+			dlclose(f->dl);
+	}
+	memset(f, 0, sizeof(*f));
+}
+
+int fh_dev_by_name(struct fh *f, const char *prefix)
+{
+	ncclNetProperties_v12_t p;
+	int i;
+
+	for (i = 0; i < f->ndev; i++) {
+		if (f->net->getProperties(i, &p) != ncclSuccess)
+			continue;
+		if (p.name && !strncmp(p.name, prefix, strlen(prefix)))
+			return i;
+	}
+	return -1;
+}
+
+/* ---- connections --------------------------------------------------------------- */
+
+void fh_pair(struct fh *f, int dev, void **send, void **recv, double timeout_s)
+{
+	e2e_pair(&f->e2e, dev, send, recv, timeout_s);
+}
+
+ncclResult_t fh_connect(struct fh *f, int dev, void *handle, void **send, double timeout_s)
+{
+	ncclResult_t r = e2e_connect_wait(&f->e2e, dev, handle, send, timeout_s);
+
+	if (r == ncclSuccess && !*send)
+		FH_FAIL("connect did not finish nor fail in %.0f s", timeout_s);
+	return r;
+}
+
+ncclResult_t fh_accept(struct fh *f, void *listen, void **recv, double timeout_s)
+{
+	ncclResult_t r = e2e_accept_wait(&f->e2e, listen, recv, timeout_s);
+
+	if (r == ncclSuccess && !*recv)
+		FH_FAIL("accept did not finish nor fail in %.0f s", timeout_s);
+	return r;
+}
+
+void *fh_reg(struct fh *f, void *comm, void *buf, size_t size)
+{
+	void *mh = NULL;
+
+	FH_OK(f->net->regMr(comm, buf, size, NCCL_PTR_HOST, &mh));
+	FH_CHECK(mh != NULL, "regMr returned no handle");
+	return mh;
+}
+
+int fh_wait(struct fh *f, void *req, int *sizes, ncclResult_t *res, double timeout_s)
+{
+	double end = fh_now() + timeout_s;
+	int done = 0;
+
+	for (;;) {
+		*res = f->net->test(req, &done, sizes);
+		if (*res != ncclSuccess || done)
+			return 0;
+		if (fh_now() > end)
+			return -1;
+	}
+}
+
+ncclResult_t fh_xfer(struct fh *f, void *s, void *r, void *sbuf, void *smh, size_t ssize,
+		     void *rbuf, void *rmh, size_t rsize, int tag, int *got, double timeout_s)
+{
+	double end = fh_now() + timeout_s;
+	void *sreq = NULL, *rreq = NULL;
+	int sdone = 0, rdone = 0, size = 0;
+	ncclResult_t res;
+
+	while (!sreq || !rreq || !sdone || !rdone) {
+		if (!rreq && r) {
+			res = f->net->irecv(r, 1, &rbuf, &rsize, &tag, &rmh, NULL, &rreq);
+			if (res != ncclSuccess)
+				return res;
+		}
+		if (!sreq && s) {
+			res = f->net->isend(s, sbuf, ssize, tag, smh, NULL, &sreq);
+			if (res != ncclSuccess)
+				return res;
+		}
+		if (!s)
+			sdone = 1, sreq = (void *)1;
+		if (!r)
+			rdone = 1, rreq = (void *)1;
+		if (sreq && !sdone) {
+			res = f->net->test(sreq, &sdone, NULL);
+			if (res != ncclSuccess)
+				return res;
+		}
+		if (rreq && !rdone) {
+			res = f->net->test(rreq, &rdone, &size);
+			if (res != ncclSuccess)
+				return res;
+		}
+		if (fh_now() > end) {
+			fh_log("transfer of %zu bytes (tag %d) did not finish in %.0f s", ssize, tag,
+			       timeout_s);
+			return ncclInternalError;
+		}
+	}
+	if (got)
+		*got = size;
+	return ncclSuccess;
+}
+
+/* ---- processes and resources ------------------------------------------------------ */
+
+int fh_sv_control(const char *cmd)
+{
+	int (*ctl)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "simverbs_control");
+
+	if (!ctl)
+		return -1;
+	return ctl(cmd);
+}
+
+int fh_count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1; /* the DIR's own descriptor */
+}
+
+long fh_rss_kb(void)
+{
+	FILE *fp = fopen("/proc/self/status", "r");
+	char line[256];
+	long kb = -1;
+
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(fp);
+	return kb;
+}
+
+int fh_write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n) {
+		ssize_t k = write(fd, p, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+int fh_read_all(int fd, void *buf, size_t n, double timeout_s)
+{
+	double end = fh_now() + timeout_s;
+	char *p = buf;
+
+	while (n) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int ms = (int)((end - fh_now()) * 1000);
+		ssize_t k;
+
+		if (ms <= 0 || poll(&pfd, 1, ms) <= 0)
+			return -1;
+		k = read(fd, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+int fh_waitpid(pid_t pid, double timeout_s)
+{
+	double end = fh_now() + timeout_s;
+	int status;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			return status;
+		if (r < 0)
+			return -1;
+		if (fh_now() > end) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -1;
+		}
+		usleep(2000);
+	}
+}
+
+uint64_t fh_rand(uint64_t *s)
+{
+	/* splitmix64 */
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+void fh_fill(void *buf, size_t n, uint64_t seed)
+{
+	uint8_t *p = buf;
+	uint64_t s = seed, v = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if ((i & 7) == 0)
+			v = fh_rand(&s);
+		p[i] = (uint8_t)(v >> ((i & 7) * 8));
+	}
+}
+
+int fh_check_pattern(const void *buf, size_t n, uint64_t seed)
+{
+	const uint8_t *p = buf;
+	uint64_t s = seed, v = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if ((i & 7) == 0)
+			v = fh_rand(&s);
+		if (p[i] != (uint8_t)(v >> ((i & 7) * 8)))
+			return -1;
+	}
+	return 0;
+}
