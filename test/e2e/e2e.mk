@@ -25,6 +25,10 @@ check_PROGRAMS += test/e2e/e2e_kill
 test_e2e_e2e_kill_SOURCES = test/e2e/e2e_kill.c
 test_e2e_e2e_kill_LDADD = $(E2E_LDADD)
 
+check_PROGRAMS += test/e2e/e2e_multi
+test_e2e_e2e_multi_SOURCES = test/e2e/e2e_multi.c
+test_e2e_e2e_multi_LDADD = $(E2E_LDADD)
+
 E2E_TESTS = test/e2e/e2e_loopback test/e2e/e2e_versions test/e2e/e2e_handshake \
-	test/e2e/e2e_kill
+	test/e2e/e2e_kill test/e2e/e2e_multi
 TESTS += $(E2E_TESTS)
