@@ -211,13 +211,6 @@ int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 
 #define SV_NULL_EOPNOTSUPP do { errno = EOPNOTSUPP; return NULL; } while (0)
 
-SV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp);
-struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
-{
-	(void)qp;
-	SV_NULL_EOPNOTSUPP;
-}
-
 SV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {

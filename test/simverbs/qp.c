@@ -156,6 +156,7 @@ static int sv_qp_rq_init(struct sv_qp *qp)
 
 static void sv_qp_free_local(struct sv_qp *qp)
 {
+	sv_qpx_free(qp);
 	free(qp->sq);
 	free(qp->sq_sge);
 	free(qp->sq_inline);

@@ -18,6 +18,7 @@ test_simverbs_libibverbs_la_SOURCES = \
 	test/simverbs/pd_mr.c \
 	test/simverbs/post.c \
 	test/simverbs/qp.c \
+	test/simverbs/qpx.c \
 	test/simverbs/shm.c \
 	test/simverbs/sysfs.c \
 	test/simverbs/fabric_param.h \

@@ -290,8 +290,20 @@ struct sv_swqe {
 
 enum { SV_WAIT_NONE, SV_WAIT_RNR, SV_WAIT_RETRY };
 
+/* ibv_wr_* batch (extended QP API), process-local. */
+struct sv_wrbatch {
+	struct ibv_send_wr *wr;
+	struct ibv_sge *sge;		/* max_send_sge per WR */
+	unsigned char *inl;		/* max_inline_data per WR */
+	uint32_t n;
+	int err;
+};
+
 struct sv_qp {
-	struct ibv_qp ibv;
+	union {
+		struct ibv_qp ibv;
+		struct ibv_qp_ex ibvx;	/* qp_base == ibv */
+	};
 	struct sv_obj obj;
 	struct sv_context *ctx;
 	struct sv_pd *pd;
@@ -329,6 +341,8 @@ struct sv_qp {
 	bool peer_dead;
 	bool stalled;
 	bool flushed;			/* local flush done for current ERR */
+	bool has_qpx;
+	struct sv_wrbatch wb;
 };
 
 /* ------------------------------------------------------ process state */
@@ -412,6 +426,10 @@ int sv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 void sv_qp_to_error(struct sv_qp *qp, bool async);
 void sv_qp_sync(struct sv_qp *qp);
 void sv_peer_unmap(struct sv_qp *qp);
+
+/* qpx.c */
+struct ibv_qp *sv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *attr);
+void sv_qpx_free(struct sv_qp *qp);
 
 /* engine.c */
 int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
