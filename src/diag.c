@@ -98,6 +98,15 @@ void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc)
 	int qi = nv_wc_qp_index(c, wc), mem = nv_wc_mem_kind(c, wc);
 	char lg[64], rg[64], remote[192];
 
+	if (wc->status == IBV_WC_WR_FLUSH_ERR &&
+	    (nv_async_sink_failed(&c->sink) || nv_hca_failed(d->hca))) {
+		/* The flush is a consequence; the fatal event is the cause. */
+		nv_comm_fail(c, NV_ERR_SYSTEM, "connection %s: fatal asynchronous event: %s (pending "
+			     "work flushed); hint: check the port and link state (ibv_devinfo)",
+			     nv_comm_ident(c, remote, sizeof(remote)),
+			     nv_async_sink_failed(&c->sink) ? c->sink.what : d->hca->sink.what);
+		return;
+	}
 	nv_ibv_gid_str(&d->gid.gid, lg, sizeof(lg));
 	if (qi >= 0 && c->rmeta) {
 		const struct nv_meta_dev *r = &c->rmeta->dev[c->qps[qi].rdev];
