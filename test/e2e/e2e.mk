@@ -33,6 +33,10 @@ check_PROGRAMS += test/e2e/e2e_errors
 test_e2e_e2e_errors_SOURCES = test/e2e/e2e_errors.c
 test_e2e_e2e_errors_LDADD = $(E2E_LDADD)
 
+check_PROGRAMS += test/e2e/e2e_gpu
+test_e2e_e2e_gpu_SOURCES = test/e2e/e2e_gpu.c
+test_e2e_e2e_gpu_LDADD = $(E2E_LDADD)
+
 E2E_TESTS = test/e2e/e2e_loopback test/e2e/e2e_versions test/e2e/e2e_handshake \
-	test/e2e/e2e_kill test/e2e/e2e_multi test/e2e/e2e_errors
+	test/e2e/e2e_kill test/e2e/e2e_multi test/e2e/e2e_errors test/e2e/e2e_gpu
 TESTS += $(E2E_TESTS)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "e2e.h"
 
@@ -65,6 +66,38 @@ static void grouped(struct e2e_net *n, void *sc, void *rc, void *smh, void *rmh,
 	}
 }
 
+/*
+ * The GPU flush path without a GPU: a registration typed NCCL_PTR_CUDA (of host
+ * memory, which the plugin cannot tell apart) must get a real flush request
+ * when GPUDirect is on and NCCL_GDR_FLUSH_DISABLE is not set, and a NULL
+ * request otherwise; host-typed or empty receives never need a flush.
+ */
+static void flush_path(struct e2e_net *n, int dev, void *rc, char *rbuf, void *rmh)
+{
+	int disabled = getenv("NCCL_GDR_FLUSH_DISABLE") && atoi(getenv("NCCL_GDR_FLUSH_DISABLE"));
+	struct e2e_props p;
+	void *gmh, *req = (void *)1, *data = rbuf;
+	int size = 100, zero = 0;
+
+	E2E_OK(e2e_props(n, dev, &p));
+	if (!(p.ptr_support & NCCL_PTR_CUDA))
+		return;
+	E2E_OK(e2e_reg_mr(n, rc, rbuf, BUF, NCCL_PTR_CUDA, &gmh));
+	E2E_OK(e2e_iflush(n, rc, 1, &data, &size, &gmh, &req));
+	if (disabled ? req != NULL : req == NULL)
+		E2E_FAIL("v%d: flush of a CUDA-typed receive gave request %p (flush %s)", n->ver, req,
+			 disabled ? "disabled" : "enabled");
+	if (req)
+		E2E_OK(e2e_wait(n, req, NULL, T));
+	req = (void *)1;
+	E2E_OK(e2e_iflush(n, rc, 1, &data, &size, &rmh, &req));
+	E2E_CHECK(req == NULL);
+	req = (void *)1;
+	E2E_OK(e2e_iflush(n, rc, 1, &data, &zero, &gmh, &req));
+	E2E_CHECK(req == NULL);
+	E2E_OK(e2e_dereg_mr(n, rc, gmh));
+}
+
 static void run(int ver, const char *devname)
 {
 	static char sbuf[BUF + 4096], rbuf[BUF + 4096];
@@ -88,6 +121,7 @@ static void run(int ver, const char *devname)
 	one(&n, sc, rc, smh, rmh, sbuf, rbuf, 5000, 1000, 77); /* truncation */
 	one(&n, sc, rc, smh, rmh, sbuf, rbuf, 0, 0, 78);
 	grouped(&n, sc, rc, smh, rmh, sbuf, rbuf);
+	flush_path(&n, dev, rc, rbuf, rmh);
 	/* close with a receive outstanding: must neither hang nor leak */
 	req = e2e_irecv_wait(&n, rc, 1, &data, &rsize, &tag, &rmh, T);
 	(void)req;
@@ -101,11 +135,23 @@ static void run(int ver, const char *devname)
 	e2e_note("v%d %s: loopback ok", ver, devname);
 }
 
+static int flush_disabled(void *arg)
+{
+	(void)arg;
+	setenv("NCCL_GDR_FLUSH_DISABLE", "1", 1);
+	run(12, "simroce0");
+	return 0;
+}
+
 int main(void)
 {
 	static const int vers[] = { 12, 6 };
 	size_t v;
 
+	alarm(120);
+	/* first, before this process loads the plugin: the child must read its own knobs */
+	if (e2e_reap(e2e_spawn(NULL, flush_disabled, NULL), 60))
+		E2E_FAIL("run with NCCL_GDR_FLUSH_DISABLE=1 failed");
 	for (v = 0; v < sizeof(vers) / sizeof(vers[0]); v++) {
 		run(vers[v], "simib0");
 		run(vers[v], "simroce0");
