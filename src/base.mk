@@ -57,3 +57,8 @@ TESTS += test/unit/test_vnic
 test_unit_test_vnic_SOURCES = test/unit/test_vnic.c
 test_unit_test_vnic_LDADD = $(IBVERBS_LIBS)
 EXTRA_test_unit_test_vnic_DEPENDENCIES = libnccl-net-verbs.la
+# Verbs seam failure messages over simverbs.
+check_PROGRAMS += test/unit/test_ibv
+TESTS += test/unit/test_ibv
+test_unit_test_ibv_SOURCES = test/unit/test_ibv.c
+test_unit_test_ibv_LDADD = libnvcore.la $(IBVERBS_LIBS)
