@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "sv.h"
@@ -291,6 +292,12 @@ int sv_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		atomic_store_explicit(&r->head, h + 1, memory_order_release);
 	}
 	pthread_spin_unlock(&cq->lock);
+	/* An idle poller yields now and then: on an oversubscribed host the
+	 * peer it waits for may need this CPU (SIMVERBS_POLL_YIELD=0: never). */
+	if (!got && sv_g.poll_yield && ++cq->empty_polls >= sv_g.poll_yield) {
+		cq->empty_polls = 0;
+		sched_yield();
+	}
 	return got;
 }
 

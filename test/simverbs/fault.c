@@ -311,8 +311,10 @@ void sv_knobs_from_env(void)
 		{ "SIMVERBS_TIMEOUT_SCALE", "timeout-scale" },
 	};
 	const char *ctl = getenv("SIMVERBS_CONTROL");
+	const char *y = getenv("SIMVERBS_POLL_YIELD");
 	char buf[512];
 
+	sv_g.poll_yield = y && *y ? (uint32_t)strtoul(y, NULL, 0) : SV_DEFAULT_POLL_YIELD;
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
 		const char *v = getenv(map[i].env);
 

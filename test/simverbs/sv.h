@@ -268,6 +268,7 @@ struct sv_cq {
 	pthread_spinlock_t lock;	/* consumer side */
 	_Atomic uint32_t nqps;		/* QPs attached (destroy -> EBUSY) */
 	bool overrun_seen;
+	uint32_t empty_polls;
 	int chan_fd_w;			/* own channel FIFO, write side */
 };
 
@@ -367,6 +368,7 @@ struct sv_global {
 	uint32_t nlqp;
 	_Atomic uint32_t nstalled;	/* local QPs with deferred send work */
 	_Atomic uint32_t seen_epoch;
+	uint32_t poll_yield;		/* empty polls between sched_yield()s */
 };
 
 extern struct sv_global sv_g;
