@@ -141,6 +141,11 @@ static void check_port_down(void)
 	start(&e, &pr, "simib0", false);
 	svt_send(&P, &cmd, 1);
 	SVT_EQ(svt_control("port-down simib0 1"), 0);
+	{	/* the async fd is pollable */
+		struct pollfd pfd = { .fd = e.ctx->async_fd, .events = POLLIN };
+
+		SVT_EQ(poll(&pfd, 1, 5000), 1);
+	}
 	SVT_EQ(ibv_get_async_event(e.ctx, &ev), 0);
 	SVT_EQ(ev.event_type, IBV_EVENT_PORT_ERR);
 	ibv_ack_async_event(&ev);
