@@ -1,7 +1,7 @@
 /*
  * gdr.c - GPUDirect RDMA detection per HCA.
- *  - peer memory (NCCL_PTR_CUDA): one of the markers of nv_peer_mem,
- *    nv_mem_nc or nvidia_peermem exists below the configured root;
+ *  - peer memory (NCCL_PTR_CUDA, plain ibv_reg_mr of GPU pointers): a marker
+ *    of nv_peer_mem, nv_mem_nc or nvidia_peermem exists below the root;
  *  - dma-buf (NCCL_PTR_DMABUF): ibv_reg_dmabuf_mr(fd = -1) fails with EBADF
  *    (kernel and driver understand dma-buf) rather than EOPNOTSUPP /
  *    EPROTONOSUPPORT.
@@ -75,8 +75,8 @@ nv_status_t nv_gdr_detect(struct nv_hca *hca)
 	g->dmabuf = derr == 0;
 	if (g->peermem)
 		g->ptr_support |= NCCL_PTR_CUDA;
-	if (g->dmabuf)
-		g->ptr_support |= NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
+	if (g->dmabuf) /* as NCCL's net_ib: DMABUF alone already marks the NIC GDR-capable */
+		g->ptr_support |= NCCL_PTR_DMABUF;
 
 	if (g->peermem && g->dmabuf)
 		snprintf(g->why, sizeof(g->why), "GPUDirect on (peer memory %s; dma-buf)",

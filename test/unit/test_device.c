@@ -161,6 +161,12 @@ static void test_gdr_markers(void)
 
 	CHECK(mkdtemp(root) != NULL);
 	CHECK(!nv_gdr_peermem_present(root, marker, sizeof(marker)) && marker[0] == '\0');
+	/* no marker: simverbs answers the dma-buf probe with EBADF -> DMABUF only */
+	snprintf(path, sizeof(path), "NCCL_VERBS_GDR_SYSFS_ROOT=%s", root);
+	CHECK(init_with(env) >= 1);
+	CHECK(nv_dev_get(0)->hca->gdr.ptr_support == (NCCL_PTR_HOST | NCCL_PTR_DMABUF));
+	CHECK(strstr(nv_dev_get(0)->hca->gdr.why, "dma-buf") != NULL);
+	nv_devices_fini();
 	snprintf(path, sizeof(path), "mkdir -p %s/sys/module/nvidia_peermem", root);
 	CHECK(system(path) == 0);
 	snprintf(path, sizeof(path), "%s/sys/module/nvidia_peermem/version", root);
