@@ -285,9 +285,13 @@ int sv_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		if (e->flags & SV_CQE_SQ) {
 			struct sv_qp *qp = sv_g.qp_by_slot[e->qp_num & (SV_MAX_QP_SLOTS - 1)];
 
-			if (qp && qp->ibv.qp_num == e->qp_num)
-				atomic_store_explicit(&qp->sq_free, (uint64_t)e->sq_idx + 1,
-						      memory_order_release);
+			if (qp && qp->ibv.qp_num == e->qp_num) {
+				/* sq_idx is the low 32 bits of an index < sq_post */
+				uint64_t post = __atomic_load_n(&qp->sq_post, __ATOMIC_RELAXED);
+				uint64_t idx = post - (uint32_t)((uint32_t)post - e->sq_idx);
+
+				atomic_store_explicit(&qp->sq_free, idx + 1, memory_order_release);
+			}
 		}
 		atomic_store_explicit(&r->head, h + 1, memory_order_release);
 	}

@@ -54,7 +54,7 @@ static int sv_queue_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	w->rkey = wr->wr.rdma.rkey;
 	w->not_before = 0;
 	w->wait = SV_WAIT_NONE;
-	qp->sq_post = idx + 1;
+	__atomic_store_n(&qp->sq_post, idx + 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
