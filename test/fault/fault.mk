@@ -34,3 +34,16 @@ test_fault_fault_config_xfail_LDADD = $(FAULT_LDADD)
 # P1-F1: NCCL_IB_GID_INDEX naming an empty (all-zero) GID entry is accepted at
 # init; connect then fails on the far side with "RoCE GID is all zero".
 XFAIL_TESTS += test/fault/fault_config_xfail
+
+# ---- fuzzing (check-extra): libFuzzer targets of every network decoder ------
+# Short pass here; the long run is `test/fault/fuzz.sh --runs 1000000`.
+FAULT_FUZZ_TARGETS = handle hdr hello status meta stream
+EXTRA_DIST += test/fault/fuzz.sh test/fault/fuzz/fuzz_common.h test/fault/fuzz/fuzz_seeds.c \
+	$(FAULT_FUZZ_TARGETS:%=test/fault/fuzz/fuzz_%.c) test/fault/corpus
+check-fuzz:
+	@NV_TOP_SRCDIR="$(abs_top_srcdir)" NV_TOP_BUILDDIR="$(abs_top_builddir)" \
+	  $(SHELL) $(srcdir)/test/fault/fuzz.sh --runs $${FUZZ_RUNS:-20000}; rc=$$?; \
+	  if [ $$rc -eq 77 ]; then echo "check-fuzz: SKIP (no clang with libFuzzer)"; rc=0; fi; \
+	  exit $$rc
+EXTRA_CHECK_TARGETS += check-fuzz
+.PHONY: check-fuzz

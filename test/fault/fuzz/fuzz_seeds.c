@@ -1,0 +1,164 @@
+/*
+ * fuzz_seeds - writes the seed corpus of the wire fuzzers: valid encodings
+ * of every message (as the plugin sends them) plus a few near misses.
+ * Usage: fuzz_seeds <corpus-dir>   (creates <dir>/<target>/seed-*)
+ * Build: see test/fault/fuzz.sh --seeds.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "wire.h"
+
+static const char *root;
+
+static void put(const char *target, const char *name, const void *buf, size_t len)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, target);
+	if (mkdir(path, 0755) && errno != EEXIST)
+		perror(path);
+	snprintf(path, sizeof(path), "%s/%s/%s", root, target, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(buf, 1, len, f) != len)
+		perror(path);
+	if (f)
+		fclose(f);
+}
+
+static void meta_example(struct nv_meta *m, int role, int ll, int ndevs, int nqps)
+{
+	int i;
+
+	memset(m, 0, sizeof(*m));
+	m->role = (uint8_t)role;
+	m->ndevs = (uint8_t)ndevs;
+	m->nqps = (uint16_t)nqps;
+	m->sl = 3;
+	m->tc = 106;
+	m->little_endian = 1;
+	m->split = nqps > 1;
+	m->addr = 0x7f1234560000ull;
+	m->region_len = 4096 + 64;
+	m->probe_addr = m->addr + 4096;
+	for (i = 0; i < ndevs; i++) {
+		struct nv_meta_dev *d = &m->dev[i];
+
+		d->lid = ll == NV_WIRE_LL_IB ? (uint16_t)(1 + i) : 0;
+		d->port = 1;
+		d->mtu = 5;
+		d->link_layer = (uint8_t)ll;
+		d->gid_index = ll == NV_WIRE_LL_IB ? 0 : 3;
+		d->gid[0] = 0xfe;
+		d->gid[1] = 0x80;
+		d->gid[10] = d->gid[11] = 0xff;
+		d->gid[12] = 127;
+		d->gid[15] = (uint8_t)(1 + i);
+		d->rkey = 0x1100u + (uint32_t)i;
+		snprintf(d->name, sizeof(d->name), "%s%d", ll == NV_WIRE_LL_IB ? "mlx5_" : "roce", i);
+	}
+	for (i = 0; i < nqps; i++) {
+		m->qp[i].qpn = 0x8000u + (uint32_t)i;
+		m->qp[i].dev = (uint8_t)(i % ndevs);
+		m->qp[i].ece_valid = i & 1;
+		m->qp[i].ece_vendor_id = 0x15b3;
+		m->qp[i].ece_options = 0x30000000;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static uint8_t meta_buf[NV_WIRE_META_SIZE];
+	static uint8_t stream[3 * NV_WIRE_HDR_SIZE + NV_WIRE_HELLO_SIZE + NV_WIRE_META_SIZE +
+			      NV_WIRE_STATUS_SIZE];
+	uint8_t buf[128];
+	struct nv_handle h;
+	struct nv_msg_hdr m;
+	struct nv_hello hello;
+	struct nv_meta meta;
+	size_t off;
+	int i;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s <corpus-dir>\n", argv[0]);
+		return 2;
+	}
+	root = argv[1];
+
+	memset(&h, 0, sizeof(h));
+	h.family = AF_INET;
+	inet_pton(AF_INET, "10.1.2.3", h.addr);
+	h.port = 40123;
+	for (i = 0; i < NV_WIRE_SECRET_LEN; i++)
+		h.secret[i] = (uint8_t)(i * 37 + 1);
+	nv_wire_handle_encode(&h, buf);
+	put("handle", "seed-v4", buf, NV_WIRE_HANDLE_SIZE);
+	h.family = AF_INET6;
+	inet_pton(AF_INET6, "fe80::1:2", h.addr);
+	h.scope_id = 2;
+	nv_wire_handle_encode(&h, buf);
+	put("handle", "seed-v6", buf, NV_WIRE_HANDLE_SIZE);
+	memset(buf + NV_WIRE_HANDLE_SIZE, 0, 64);
+	put("handle", "seed-ncclbuf", buf, 128); /* as NCCL's 128-byte buffer */
+
+	for (i = NV_MSG_HELLO; i <= NV_MSG_STATUS; i++) {
+		char name[32];
+
+		m.type = (uint16_t)i;
+		m.len = nv_wire_payload_size((uint16_t)i);
+		nv_wire_hdr_encode(&m, buf);
+		snprintf(name, sizeof(name), "seed-type%d", i);
+		put("hdr", name, buf, NV_WIRE_HDR_SIZE);
+	}
+
+	memcpy(hello.secret, h.secret, sizeof(hello.secret));
+	hello.conn_id = 0x5566778899aabbccull;
+	nv_wire_hello_encode(&hello, buf);
+	put("hello", "seed", buf, NV_WIRE_HELLO_SIZE);
+
+	for (i = 0; i < NV_WST_MAX_; i++) {
+		char name[32];
+
+		nv_wire_status_encode((uint32_t)i, buf);
+		snprintf(name, sizeof(name), "seed-%d", i);
+		put("status", name, buf, NV_WIRE_STATUS_SIZE);
+	}
+
+	meta_example(&meta, NV_META_ROLE_SEND, NV_WIRE_LL_IB, 1, 1);
+	nv_wire_meta_encode(&meta, meta_buf);
+	put("meta", "seed-ib-1", meta_buf, sizeof(meta_buf));
+	meta_example(&meta, NV_META_ROLE_RECV, NV_WIRE_LL_ETH, 2, 4);
+	nv_wire_meta_encode(&meta, meta_buf);
+	put("meta", "seed-roce-2x4", meta_buf, sizeof(meta_buf));
+	meta_example(&meta, NV_META_ROLE_SEND, NV_WIRE_LL_IB, 8, 128);
+	nv_wire_meta_encode(&meta, meta_buf);
+	put("meta", "seed-ib-8x128", meta_buf, sizeof(meta_buf));
+
+	/* A connector's first flight (hello + meta), then a status. */
+	off = 0;
+	m.type = NV_MSG_HELLO;
+	m.len = NV_WIRE_HELLO_SIZE;
+	nv_wire_hdr_encode(&m, stream + off);
+	nv_wire_hello_encode(&hello, stream + off + NV_WIRE_HDR_SIZE);
+	off += NV_WIRE_HDR_SIZE + NV_WIRE_HELLO_SIZE;
+	meta_example(&meta, NV_META_ROLE_SEND, NV_WIRE_LL_ETH, 1, 2);
+	m.type = NV_MSG_META;
+	m.len = NV_WIRE_META_SIZE;
+	nv_wire_hdr_encode(&m, stream + off);
+	nv_wire_meta_encode(&meta, stream + off + NV_WIRE_HDR_SIZE);
+	off += NV_WIRE_HDR_SIZE + NV_WIRE_META_SIZE;
+	m.type = NV_MSG_STATUS;
+	m.len = NV_WIRE_STATUS_SIZE;
+	nv_wire_hdr_encode(&m, stream + off);
+	nv_wire_status_encode(NV_WST_PROBE_FAILED, stream + off + NV_WIRE_HDR_SIZE);
+	off += NV_WIRE_HDR_SIZE + NV_WIRE_STATUS_SIZE;
+	put("stream", "seed-connector", stream, off);
+	return 0;
+}
