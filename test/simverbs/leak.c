@@ -85,6 +85,9 @@ static void sv_atfork_child(void)
 	atomic_store(&sv_g.nstalled, 0);
 	sv_g.attached = false;
 	sv_g.proc_slot = -1;
+	/* the child reads its own configuration (env may differ after fork) */
+	sv_g.devs = NULL;
+	sv_g.ndevs = 0;
 	pthread_mutex_init(&sv_g.lock, NULL);
 }
 

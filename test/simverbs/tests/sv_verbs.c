@@ -201,6 +201,79 @@ static void check_objects(struct svt_ep *a)
 			  "transport retry counter exceeded"));
 }
 
+/* In a child with its own fabric: SIMVERBS_DEVICES / SIMVERBS_CONFIG. */
+static void config_child(bool use_file)
+{
+	char fab[200], path[] = "/tmp/svt-cfg-XXXXXX";
+	struct ibv_device **l;
+	struct ibv_context *c;
+	struct ibv_device_attr da;
+	struct ibv_port_attr pa;
+	struct svt_ep e;
+	struct ibv_qp_init_attr qa;
+	int n;
+
+	snprintf(fab, sizeof(fab), "%s-cfg", getenv("SIMVERBS_FABRIC") ?
+		 getenv("SIMVERBS_FABRIC") : "svt");
+	setenv("SIMVERBS_FABRIC", fab, 1);
+	if (use_file) {
+		int fd = mkstemp(path);
+		const char *txt = "# two devices\ncfg0 ll=ib mtu=1024 max_qp_wr=8 max_sge=4\n"
+				  "cfg1 ll=eth ports=2\n";
+
+		SVT_CHECK(fd >= 0);
+		SVT_EQ(write(fd, txt, strlen(txt)), (ssize_t)strlen(txt));
+		close(fd);
+		unsetenv("SIMVERBS_DEVICES");
+		setenv("SIMVERBS_CONFIG", path, 1);
+	} else {
+		setenv("SIMVERBS_DEVICES", "cfg0:ll=ib,mtu=1024,max_qp_wr=8;cfg1:ll=eth,ports=2", 1);
+		setenv("SIMVERBS_LIMITS", "max_sge=4", 1);
+	}
+	l = ibv_get_device_list(&n);
+	SVT_CHECK(l);
+	SVT_EQ(n, 2);
+	SVT_CHECK(!strcmp(ibv_get_device_name(l[0]), "cfg0"));
+	c = ibv_open_device(l[1]);
+	SVT_CHECK(c);
+	SVT_EQ(ibv_query_device(c, &da), 0);
+	SVT_EQ(da.phys_port_cnt, 2);
+	SVT_EQ(ibv_query_port(c, 2, &pa), 0);
+	SVT_EQ(pa.link_layer, IBV_LINK_LAYER_ETHERNET);
+	SVT_EQ(ibv_close_device(c), 0);
+	ibv_free_device_list(l);
+	svt_ep_init(&e, "cfg0", 16, 8, 4096, IBV_ACCESS_LOCAL_WRITE);
+	SVT_EQ(ibv_query_device(e.ctx, &da), 0);
+	SVT_EQ(da.max_qp_wr, 8);
+	SVT_EQ(da.max_sge, 4);
+	SVT_EQ(e.pattr.active_mtu, IBV_MTU_1024);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = e.cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = 9;
+	errno = 0;
+	SVT_CHECK(!ibv_create_qp(e.pd, &qa) && errno == EINVAL);
+	svt_ep_fini(&e);
+	if (use_file)
+		unlink(path);
+	exit(0);
+}
+
+static void check_config(void)
+{
+	for (int f = 0; f < 2; f++) {
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		SVT_CHECK(pid >= 0);
+		if (!pid)
+			config_child(f);
+		SVT_EQ(svt_wait_child(pid), 0);
+	}
+	printf("SIMVERBS_DEVICES, SIMVERBS_CONFIG, SIMVERBS_LIMITS: ok\n");
+}
+
 int main(void)
 {
 	struct svt_ep a, b;
@@ -217,6 +290,7 @@ int main(void)
 	roce = svt_open("simroce0");
 	check_gids_and_sysfs(roce);
 	SVT_EQ(ibv_close_device(roce), 0);
+	check_config();
 	printf("state machine, masks, RTR/RTS checks, limits, EBUSY, dmabuf, GIDs, sysfs: ok\n");
 	return 0;
 }
