@@ -217,12 +217,12 @@ nv_status_t nv_dev_gid(struct nv_dev *d, struct nv_gid_info *out)
 	pthread_mutex_lock(&d->gid_lock);
 	if (atomic_exchange(&d->gid_stale, 0)) {
 		st = nv_dev_gid_compute(d, &d->gid);
-		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "%s:%d GID %s", d->name, d->port, d->gid.why);
+		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "%s:%d GID %s", d->hca->name, d->port, d->gid.why);
 	}
 	*out = d->gid;
 	pthread_mutex_unlock(&d->gid_lock);
 	if (st == NV_OK && out->index < 0) {
-		NV_WARN("%s:%d has no usable GID: %s", d->name, d->port, out->why);
+		NV_WARN("%s:%d has no usable GID: %s", d->hca->name, d->port, out->why);
 		st = NV_ERR_USAGE;
 	}
 	return st;
@@ -321,12 +321,40 @@ static int nv_dev_cmp(const void *a, const void *b)
 }
 
 /* Sort, name, index, GID, one virtual device each, one INFO line each. */
-static nv_status_t nv_devs_finish(void)
+/* A port whose GID cannot be used (forced index empty or beyond the table,
+ * nothing in NCCL_IB_ADDR_RANGE, ...) could only fail later at connect time:
+ * drop it now, after nv_dev_gid() said why. */
+static void nv_devs_drop_gidless(void)
 {
-	qsort(nv_devs, (size_t)nv_ndev, sizeof(nv_devs[0]), nv_dev_cmp);
+	int kept = 0;
+
 	for (int i = 0; i < nv_ndev; i++) {
 		struct nv_dev *d = nv_devs[i];
 		struct nv_gid_info g;
+
+		if (nv_dev_gid(d, &g) == NV_OK) {
+			nv_devs[kept++] = d;
+			continue;
+		}
+		NV_WARN("%s:%d skipped: no usable GID", d->hca->name, d->port);
+		pthread_mutex_destroy(&d->gid_lock);
+		free(d);
+	}
+	for (int i = kept; i < nv_ndev; i++)
+		nv_devs[i] = NULL;
+	nv_ndev = kept;
+}
+
+static nv_status_t nv_devs_finish(void)
+{
+	nv_devs_drop_gidless();
+	if (nv_ndev == 0) {
+		NV_WARN("no usable RDMA port: every ACTIVE port lacks a usable GID (see above)");
+		return NV_ERR_USAGE;
+	}
+	qsort(nv_devs, (size_t)nv_ndev, sizeof(nv_devs[0]), nv_dev_cmp);
+	for (int i = 0; i < nv_ndev; i++) {
+		struct nv_dev *d = nv_devs[i];
 		int ports = 0;
 
 		for (int j = 0; j < nv_ndev; j++)
@@ -345,7 +373,6 @@ static nv_status_t nv_devs_finish(void)
 		nv_vdevs[i].ndevs = 1;
 		nv_vdevs[i].devs[0] = i;
 		snprintf(nv_vdevs[i].name, sizeof(nv_vdevs[i].name), "%s", d->name);
-		nv_dev_gid(d, &g); /* fills the cache; a port without GID fails at connect */
 		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "dev %d: %s port %d %s speed %d Mbps mtu %d lid %u "
 			"pci %s gdr: %s%s", i, d->hca->name, d->port,
 			d->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "IB", d->speed_mbps,
@@ -408,7 +435,9 @@ static nv_status_t nv_discover(void)
 		st = NV_ERR_SYSTEM;
 		goto err;
 	}
-	return nv_devs_finish();
+	st = nv_devs_finish();
+	if (st == NV_OK)
+		return NV_OK;
 err:
 	nv_ibv_free_device_list(list);
 	nv_devices_free();

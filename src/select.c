@@ -307,6 +307,12 @@ int nv_gid_select(const struct nv_gid_entry *tbl, int n, const struct nv_gid_pol
 			return -1;
 		}
 		best = pol->forced_index;
+		if (!memcmp(tbl[best].gid.raw, (uint8_t[16]){ 0 }, 16)) {
+			snprintf(out->why, sizeof(out->why),
+				 "NCCL_IB_GID_INDEX=%d is an empty GID entry (table has %d entries)",
+				 best, n);
+			return -1;
+		}
 	} else {
 		for (int i = 0; i < n; i++) {
 			if (!tbl[i].readable) {

@@ -76,6 +76,8 @@ static void test_filter(void)
 	const char *port2[] = { "NCCL_IB_HCA=simib0:2,simroce0:2", NULL };
 	const char *rail[] = { "NCCL_IB_HCA=simib0:1:3:1", NULL };
 	const char *gid[] = { "NCCL_IB_GID_INDEX=1000", NULL };
+	const char *empty[] = { "NCCL_IB_GID_INDEX=30", NULL };
+	const char *roce_gid[] = { "NCCL_IB_GID_INDEX=30", "NCCL_IB_HCA==simroce0", NULL };
 	ncclNetProperties_v12_t p;
 	struct nv_gid_info g;
 
@@ -89,12 +91,20 @@ static void test_filter(void)
 	CHECK(init_with(rail) == 1 && nv_vdev_properties(0, &p) == NV_OK);
 	CHECK(p.railId == 3 && p.planeId == 1);
 	nv_devices_fini();
-	/* a forced GID index beyond the table: the port stays, its GID is refused with a reason */
+	/* a forced GID index beyond the table or on an empty entry: the RoCE port is
+	 * skipped at init with the reason; IB ports ignore NCCL_IB_GID_INDEX */
 	nvt_log_clear();
-	CHECK(init_with(gid) >= 2);
-	CHECK(nv_dev_gid(nv_dev_get(find_dev("simroce0")), &g) == NV_ERR_USAGE);
-	CHECK(strstr(nvt_warns, "NCCL_IB_GID_INDEX=1000") != NULL);
+	CHECK(init_with(gid) >= 1 && find_dev("simroce0") < 0 && find_dev("simib0") >= 0);
+	CHECK(strstr(nvt_warns, "simroce0:1 has no usable GID: NCCL_IB_GID_INDEX=1000 is beyond"));
+	CHECK(nv_dev_gid(nv_dev_get(find_dev("simib0")), &g) == NV_OK && g.index == 0);
 	nv_devices_fini();
+	nvt_log_clear();
+	CHECK(init_with(empty) >= 1 && find_dev("simroce0") < 0);
+	CHECK(strstr(nvt_warns, "NCCL_IB_GID_INDEX=30 is an empty GID entry") != NULL);
+	nv_devices_fini();
+	nvt_log_clear();
+	CHECK(init_with(roce_gid) == -1); /* nothing left: init fails */
+	CHECK(strstr(nvt_warns, "lacks a usable GID") != NULL);
 }
 
 static void test_properties_and_vdevs(void)

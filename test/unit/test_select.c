@@ -174,6 +174,9 @@ static void test_gid_range_and_holes(void)
 	policy(&p, -1, AF_INET, "10.9.8.128/25", 2);
 	/* nothing in range: NCCL keeps index 0, which is link-local: reported unusable */
 	CHECK(nv_gid_select(t, 6, &p, &g) == 0 && !g.valid && strstr(g.why, "NOT usable"));
+	/* forced index on an empty entry */
+	policy(&p, 2, AF_INET, NULL, 2);
+	CHECK(nv_gid_select(t, 6, &p, &g) == -1 && strstr(g.why, "empty GID entry"));
 	/* forced index on an unreadable entry */
 	policy(&p, 3, AF_INET, NULL, 2);
 	CHECK(nv_gid_select(t, 6, &p, &g) == -1 && strstr(g.why, "unreadable"));
