@@ -213,6 +213,22 @@ static void sc_old_versions(void)
 		CHECK(p11.guid == p6.guid && p11.ptrSupport == p6.ptrSupport);
 	}
 	CHECK(v10->makeVDevice(&vd, &vp) == ncclSuccess && vd == nd);
+	{
+		/* adapters refuse what cannot be converted before touching any comm */
+		int sizes[9] = { 1, -5 }, tags[9] = { 0 };
+		void *data[9] = { NULL }, *mh[9] = { NULL }, *req = NULL;
+		ncclNet_v12_t *v12 = dlsym(h, "ncclNetPlugin_v12");
+		size_t zs[9] = { 0 };
+
+		CHECK(v6->isend(NULL, NULL, -1, 0, NULL, &req) == ncclInternalError);
+		CHECK(v7->regMr(NULL, NULL, -1, NCCL_PTR_HOST, &req) == ncclInternalError);
+		CHECK(v8->irecv(NULL, 2, data, sizes, tags, mh, &req) == ncclInternalError);
+		CHECK(v8->irecv(NULL, 9, data, sizes, tags, mh, &req) == ncclInternalError);
+		CHECK(v12->irecv(NULL, 0, data, zs, tags, mh, NULL, &req) == ncclInternalError);
+		CHECK(v12->irecv(NULL, 9, data, zs, tags, mh, NULL, &req) == ncclInternalError);
+		CHECK(v12->listen(NULL, nd + 5, data, &req) == ncclInternalError);
+		CHECK(v10->connect(-1, NULL, data, &req, NULL) == ncclInternalError);
+	}
 	/* v11 per-communicator init on top of the per-process one */
 	CHECK(v11->init(&ctx, 7, NULL, logger, NULL) == ncclSuccess && ctx);
 	CHECK(v11->finalize(ctx) == ncclSuccess);
