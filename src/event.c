@@ -53,7 +53,7 @@ static void nv_event_mark_gids(struct nv_hca *h, int port)
 	}
 }
 
-static void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
+void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
 {
 	enum ibv_event_type t = ev->event_type;
 	struct nv_async_sink *sink = NULL;

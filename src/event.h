@@ -12,6 +12,8 @@
 
 nv_status_t nv_event_start(struct nv_hca *hca); /* no-op (INFO) when the fd cannot be polled */
 void nv_event_stop(struct nv_hca *hca);         /* idempotent */
+/* What the thread does with one event (exposed for tests). */
+void nv_event_handle(struct nv_hca *hca, struct ibv_async_event *ev);
 /* Records `what` into sink unless it already holds an earlier fatal event. */
 void nv_async_sink_record(struct nv_async_sink *sink, int event_type, const char *what);
 

@@ -217,6 +217,54 @@ static void test_async(void)
 	nv_devices_fini();
 }
 
+/* The dispatch rules: QP/CQ events land in their owner's sink, DEVICE_FATAL
+ * on the HCA, GID_CHANGE marks the port's GID cache stale, others only log. */
+static void test_event_dispatch(void)
+{
+	const char *env[] = { NULL };
+	const char *off[] = { "NCCL_IB_RETURN_ASYNC_EVENTS=0", NULL };
+	struct nv_async_sink qs = { 0 }, cs = { 0 };
+	struct ibv_qp qp = { .qp_context = &qs, .qp_num = 0x1234 };
+	struct ibv_cq cq = { .cq_context = &cs };
+	struct ibv_async_event ev;
+	struct nv_gid_info g;
+	struct nv_dev *d;
+
+	CHECK(init_with(env) >= 1);
+	d = nv_dev_get(0);
+	CHECK(nv_dev_gid(d, &g) == NV_OK && atomic_load(&d->gid_stale) == 0);
+	ev = (struct ibv_async_event){ .event_type = IBV_EVENT_GID_CHANGE };
+	ev.element.port_num = d->port;
+	nv_event_handle(d->hca, &ev);
+	CHECK(atomic_load(&d->gid_stale) == 1 && nv_dev_gid(d, &g) == NV_OK);
+	CHECK(atomic_load(&d->gid_stale) == 0);
+	ev = (struct ibv_async_event){ .event_type = IBV_EVENT_COMM_EST };
+	ev.element.qp = &qp;
+	nv_event_handle(d->hca, &ev);
+	CHECK(!nv_async_sink_failed(&qs)); /* not fatal */
+	ev.event_type = IBV_EVENT_QP_FATAL;
+	nvt_log_clear();
+	nv_event_handle(d->hca, &ev);
+	CHECK(nv_async_sink_failed(&qs) && strstr(qs.what, "qpn 0x1234") && !nv_hca_failed(d->hca));
+	CHECK(strstr(nvt_warns, "qpn 0x1234") != NULL);
+	ev = (struct ibv_async_event){ .event_type = IBV_EVENT_CQ_ERR };
+	ev.element.cq = &cq;
+	nv_event_handle(d->hca, &ev);
+	CHECK(nv_async_sink_failed(&cs));
+	ev = (struct ibv_async_event){ .event_type = IBV_EVENT_DEVICE_FATAL };
+	nv_event_handle(d->hca, &ev);
+	CHECK(nv_hca_failed(d->hca) && strstr(d->hca->sink.what, d->hca->name));
+	nv_devices_fini();
+	/* NCCL_IB_RETURN_ASYNC_EVENTS=0: logged, not recorded */
+	memset(&qs, 0, sizeof(qs));
+	CHECK(init_with(off) >= 1);
+	ev = (struct ibv_async_event){ .event_type = IBV_EVENT_QP_REQ_ERR };
+	ev.element.qp = &qp;
+	nv_event_handle(nv_dev_get(0)->hca, &ev);
+	CHECK(!nv_async_sink_failed(&qs));
+	nv_devices_fini();
+}
+
 int main(void)
 {
 	struct ibv_device **l;
@@ -235,5 +283,6 @@ int main(void)
 	test_pd_mr();
 	test_gdr_markers();
 	test_async();
+	test_event_dispatch();
 	return nvt_exit("test_device");
 }
