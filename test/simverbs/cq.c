@@ -242,8 +242,10 @@ void sv_cq_notify(struct sv_cq_ring *r, int *fd_cache)
 		if (*fd_cache < 0)
 			return;
 	}
-	if (write(*fd_cache, &slot, sizeof(slot)) != sizeof(slot))
-		sv_log("completion channel write failed: %s", strerror(errno));
+	if (sv_write_nosig(*fd_cache, &slot, sizeof(slot)) != sizeof(slot) && errno == EPIPE) {
+		close(*fd_cache);	/* the channel's owner is gone */
+		*fd_cache = -1;
+	}
 }
 
 static void sv_cqe_to_wc(const struct sv_cqe *e, struct ibv_wc *wc)

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,32 @@ int sv_fifo_create(char *path, size_t len, const char *what, uint32_t *id)
 	return fd;
 }
 
+/* write() that never raises SIGPIPE (the reader of a FIFO may vanish at any
+ * time: a peer process exits).  Returns the write() result, errno kept. */
+ssize_t sv_write_nosig(int fd, const void *buf, size_t len)
+{
+	sigset_t pipe_set, old, pending;
+	bool was_pending;
+	ssize_t n;
+	int e;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	n = write(fd, buf, len);
+	e = errno;
+	if (n < 0 && e == EPIPE && !was_pending) {
+		struct timespec zero = { 0, 0 };
+
+		sigtimedwait(&pipe_set, NULL, &zero);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return n;
+}
+
 /* Writes one message (<= PIPE_BUF, so atomic) to another process's FIFO.
  * Returns 0 or a positive errno. */
 int sv_fifo_send(int32_t pid, const char *what, uint32_t id, const void *msg, size_t len)
@@ -95,7 +122,7 @@ int sv_fifo_send(int32_t pid, const char *what, uint32_t id, const void *msg, si
 	fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return errno;
-	if (write(fd, msg, len) != (ssize_t)len)
+	if (sv_write_nosig(fd, msg, len) != (ssize_t)len)
 		rc = errno ? errno : EIO;
 	close(fd);
 	return rc;
