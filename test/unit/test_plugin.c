@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -275,6 +276,49 @@ static void sc_bad_config(void)
 	}
 }
 
+/* init/finalize from several threads at once (NCCL serializes them, other
+ * hosts of the plugin may not): the refcount must end at zero, no crash. */
+static ncclNet_v12_t *conc_net;
+
+static void *conc_worker(void *arg)
+{
+	ncclNetProperties_v12_t p;
+	int nd = 0;
+
+	(void)arg;
+	for (int i = 0; i < 10; i++) {
+		void *ctx = NULL;
+
+		if (conc_net->init(&ctx, (uint64_t)i, NULL, logger, NULL) != ncclSuccess || !ctx) {
+			nvt_failures++;
+			continue;
+		}
+		if (conc_net->devices(&nd) != ncclSuccess || nd < 2 ||
+		    conc_net->getProperties(nd - 1, &p) != ncclSuccess)
+			nvt_failures++;
+		conc_net->finalize(ctx);
+	}
+	return NULL;
+}
+
+static void sc_concurrent(void)
+{
+	pthread_t t[4];
+	void *h = open_plugin();
+	int nd = -1;
+
+	conc_net = h ? dlsym(h, "ncclNetPlugin_v12") : NULL;
+	if (!conc_net) {
+		nvt_failures++;
+		return;
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, conc_worker, NULL);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	CHECK(conc_net->devices(&nd) == ncclSuccess && nd == 0); /* everything released */
+}
+
 int main(void)
 {
 	plugin_path = getenv("NV_TEST_PLUGIN");
@@ -287,5 +331,6 @@ int main(void)
 	run("old versions", sc_old_versions);
 	run("disabled", sc_disabled);
 	run("bad config", sc_bad_config);
+	run("concurrent init/finalize", sc_concurrent);
 	return nvt_exit("test_plugin");
 }
