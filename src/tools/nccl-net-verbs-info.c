@@ -70,7 +70,7 @@ static void print_ports(void)
 		if (nv_ibv_query_device(ctx, &da) == NV_OK) {
 			for (int p = 1; p <= da.phys_port_cnt; p++) {
 				struct ibv_port_attr pa;
-				const char *why = "kept";
+				const char *why = "candidate (GID checked below)";
 				uint32_t speed;
 
 				if (nv_ibv_query_port(ctx, (uint8_t)p, &pa) != NV_OK)
