@@ -178,6 +178,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	setvbuf(stdout, NULL, _IOLBF, 0); /* keep stdout and the WARNs on stderr in order */
 	printf("nccl-net-verbs %s (plugin name \"Verbs\", ncclNet v6..v12)\n", PACKAGE_VERSION);
 	if (nv_param_load() != NV_OK) {
 		printf("\nThe configuration is invalid (see the WARN lines above); the plugin would "
