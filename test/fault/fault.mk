@@ -13,7 +13,9 @@ test_fault_libfh_la_CPPFLAGS = $(FAULT_CPPFLAGS)
 FAULT_TESTS = \
 	test/fault/fault_handshake \
 	test/fault/fault_config \
-	test/fault/fault_config_xfail
+	test/fault/fault_config_xfail \
+	test/fault/fault_qp \
+	test/fault/fault_qp_xfail
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -25,6 +27,14 @@ test_fault_fault_handshake_LDADD = $(FAULT_LDADD)
 test_fault_fault_config_SOURCES = test/fault/fault_config.c
 test_fault_fault_config_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_config_LDADD = $(FAULT_LDADD)
+test_fault_fault_qp_SOURCES = test/fault/fault_qp.c
+test_fault_fault_qp_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_qp_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_qp_xfail_SOURCES = test/fault/fault_qp.c
+test_fault_fault_qp_xfail_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_qp_xfail_LDADD = $(FAULT_LDADD)
+
 # Same program; the name selects the cases with a known bug (see fault_config.c).
 test_fault_fault_config_xfail_SOURCES = test/fault/fault_config.c
 test_fault_fault_config_xfail_CPPFLAGS = $(FAULT_CPPFLAGS)
@@ -34,6 +44,9 @@ test_fault_fault_config_xfail_LDADD = $(FAULT_LDADD)
 # P1-F1: NCCL_IB_GID_INDEX naming an empty (all-zero) GID entry is accepted at
 # init; connect then fails on the far side with "RoCE GID is all zero".
 XFAIL_TESTS += test/fault/fault_config_xfail
+# P2-F2: unsignalled work requests (CTS writes, all but the last data write of
+# a chain) carry wr_id 0, so their error completions read "unknown work request".
+XFAIL_TESTS += test/fault/fault_qp_xfail
 
 # ---- fuzzing (check-extra): libFuzzer targets of every network decoder ------
 # Short pass here; the long run is `test/fault/fuzz.sh --runs 1000000`.

@@ -349,11 +349,22 @@ ncclResult_t fh_xfer(struct fh *f, void *s, void *r, void *sbuf, void *smh, size
 
 int fh_sv_control(const char *cmd)
 {
-	int (*ctl)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "simverbs_control");
+	/* The plugin loads libibverbs.so.1 (simverbs) RTLD_LOCAL: look it up there. */
+	void *iv = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *sym = dlsym(iv ? iv : RTLD_DEFAULT, "simverbs_control");
+	int (*ctl)(const char *);
+	int rc;
 
-	if (!ctl)
+	if (!sym) {
+		if (iv)
+			dlclose(iv);
 		return -1;
-	return ctl(cmd);
+	}
+	memcpy(&ctl, &sym, sizeof(ctl));
+	rc = ctl(cmd);
+	if (iv)
+		dlclose(iv);
+	return rc;
 }
 
 int fh_count_fds(void)
