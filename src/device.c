@@ -321,6 +321,47 @@ static int nv_dev_cmp(const void *a, const void *b)
 }
 
 /* Sort, name, index, GID, one virtual device each, one INFO line each. */
+/*
+ * NCCL makes its virtual NICs once per library load. With the library kept
+ * loaded (NCCL_NET_PLUGIN_REF_COUNT>=1, or our nodelete) a later init after
+ * the last finalize may reuse those indices without calling makeVDevice
+ * again, so the merged entries are remembered across a teardown and rebuilt
+ * when the same physical devices come back.
+ */
+static struct {
+	int ndev;                            /* physical devices when saved */
+	char names[NV_MAX_DEVS][NV_NAME_MAX + 8];
+	int nmerged;
+	struct nv_vdev merged[NV_MAX_VDEVS];
+} nv_saved;
+
+static void nv_vdevs_save(void)
+{
+	int n = atomic_load(&nv_nvdev);
+
+	nv_saved.ndev = nv_ndev;
+	for (int i = 0; i < nv_ndev; i++)
+		snprintf(nv_saved.names[i], sizeof(nv_saved.names[i]), "%s", nv_devs[i]->name);
+	nv_saved.nmerged = n > nv_ndev ? n - nv_ndev : 0;
+	for (int i = 0; i < nv_saved.nmerged; i++)
+		nv_saved.merged[i] = nv_vdevs[nv_ndev + i];
+}
+
+/* Called with the physical vdevs in place; returns the vdev count to publish. */
+static int nv_vdevs_restore(void)
+{
+	if (nv_saved.nmerged == 0 || nv_saved.ndev != nv_ndev)
+		return nv_ndev;
+	for (int i = 0; i < nv_ndev; i++)
+		if (strcmp(nv_saved.names[i], nv_devs[i]->name))
+			return nv_ndev; /* different devices: NCCL will merge afresh */
+	for (int i = 0; i < nv_saved.nmerged; i++)
+		nv_vdevs[nv_ndev + i] = nv_saved.merged[i];
+	NV_INFO(NV_SUB_INIT | NV_SUB_NET, "restored %d virtual device(s) made before the last "
+		"finalize", nv_saved.nmerged);
+	return nv_ndev + nv_saved.nmerged;
+}
+
 /* A port whose GID cannot be used (forced index empty or beyond the table,
  * nothing in NCCL_IB_ADDR_RANGE, ...) could only fail later at connect time:
  * drop it now, after nv_dev_gid() said why. */
@@ -382,12 +423,14 @@ static nv_status_t nv_devs_finish(void)
 			NV_INFO(NV_SUB_INIT, "%s:%d reports unknown speed 0x%x width 0x%x", d->name,
 				d->port, d->active_speed, d->active_width);
 	}
-	atomic_store_explicit(&nv_nvdev, nv_ndev, memory_order_release);
+	atomic_store_explicit(&nv_nvdev, nv_vdevs_restore(), memory_order_release);
 	return NV_OK;
 }
 
 static void nv_devices_free(void)
 {
+	if (nv_vdevs && atomic_load(&nv_nvdev) > 0)
+		nv_vdevs_save();
 	/* Event threads read the device table (GID_CHANGE): stop them first. */
 	for (int i = 0; i < nv_nhca; i++)
 		nv_event_stop(nv_hcas[i]);

@@ -136,6 +136,17 @@ static void test_properties_and_vdevs(void)
 	CHECK(nv_vdev_make(one, 1, 4, &v) == NV_OK && v == n && nv_vdev_count() == n + 1);
 	CHECK(nv_vdev_properties(v, &p) == NV_OK && p.vProps.ndevs == 1 && p.vProps.devs[0] == 1);
 	nv_devices_fini();
+	/* the merged entry comes back after a teardown (NCCL keeps its indices) */
+	CHECK(init_with(env) == n && nv_vdev_count() == n + 1);
+	CHECK(nv_vdev_properties(n, &p) == NV_OK && p.vProps.devs[0] == 1);
+	nv_devices_fini();
+	/* ... but not when the physical devices differ */
+	{
+		const char *ib_only[] = { "NCCL_IB_HCA==simib0", NULL };
+
+		CHECK(init_with(ib_only) == 1 && nv_vdev_count() == 1);
+		nv_devices_fini();
+	}
 }
 
 static void test_pd_mr(void)

@@ -59,6 +59,7 @@ static void run(const char *name, void (*fn)(void))
 	int status = 0;
 
 	if (pid == 0) {
+		nvt_failures = 0; /* count this scenario's own failures only */
 		fn();
 		_exit(nvt_failures ? 1 : 0);
 	}
@@ -121,7 +122,7 @@ static void sc_v12_lifecycle(void)
 	ncclNetProperties_v12_t p;
 	void *h = open_plugin(), *ctx[3];
 	ncclNet_v12_t *n = h ? dlsym(h, "ncclNetPlugin_v12") : NULL;
-	int nd = 0, nd2 = 0, vd = -1, two[2] = { 0, 1 };
+	int nd = 0, nd2 = 0, vd = -1, two[2] = { 0, 1 }, nphys = -1;
 	ncclNetVDeviceProps_v12_t vp = { 1, { 1 } };
 
 	if (!n) {
@@ -134,11 +135,17 @@ static void sc_v12_lifecycle(void)
 			CHECK(n->init(&ctx[i], 100 + i, &cfg, logger, NULL) == ncclSuccess && ctx[i]);
 		CHECK(infos_net_init > 0);
 		CHECK(n->devices(&nd) == ncclSuccess && nd >= 2);
-		for (int d = 0; d < nd; d++) {
+		if (round == 0)
+			nphys = nd;
+		/* the vNIC made in round 0 survives the full finalize (NCCL keeps indices) */
+		CHECK(nd == (round == 0 ? nphys : nphys + 1));
+		for (int d = 0; d < nphys; d++) {
 			memset(&p, 0xa5, sizeof(p));
 			CHECK(n->getProperties(d, &p) == ncclSuccess);
 			check_props_v12(&p, d);
 		}
+		if (round > 0)
+			CHECK(n->getProperties(nphys, &p) == ncclSuccess && p.vProps.devs[0] == 1);
 		CHECK(n->getProperties(nd, &p) != ncclSuccess);
 		CHECK(n->finalize(ctx[0]) == ncclSuccess && n->finalize(ctx[1]) == ncclSuccess);
 		CHECK(n->devices(&nd2) == ncclSuccess && nd2 == nd); /* ctx[2] still holds it */
