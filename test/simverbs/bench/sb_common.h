@@ -10,6 +10,9 @@
 
 /* Monotonic time in nanoseconds. */
 uint64_t sb_now_ns(void);
+/* CPU time used by this process (all threads), in nanoseconds. Bandwidth per CPU second is
+ * insensitive to other load on the machine (time the process was not running is not counted). */
+uint64_t sb_cpu_ns(void);
 
 /* Median of n doubles; sorts v in place. n must be > 0. */
 double sb_median(double *v, size_t n);

@@ -12,7 +12,9 @@ hex16='[0-9a-f]{16}'
 
 # expect_re FILE ERE WHAT: counts a failure when no line of FILE matches ERE.
 expect_re() {
-	grep -Eq -- "$2" "$1" || { sv_fail "$3 (no line matching /$2/)"; cat "$1"; }
+	grep -Eq -- "$2" "$1" && return
+	sv_fail "$3 (no line matching /$2/ in:)"
+	grep -E 'hca_id|port:|state:|link_layer|lid|guid|GID|HCA|^[[:space:]]*sim' "$1" | head -40
 }
 
 if timeout "$SV_TIMEOUT" ibv_devices >"$out" 2>&1; then
@@ -59,7 +61,7 @@ if [ -f "$SV_TMP/simib0" ]; then
 fi
 
 # GID tables (ibv_devinfo -v).
-gid=' GID\[ *[0-9]+\]:[[:space:]]+'
+gid='GID\[ *[0-9]+\]:[[:space:]]+'
 if timeout "$SV_TIMEOUT" ibv_devinfo -v -d simib0 >"$out" 2>&1; then
 	expect_re "$out" "${gid}fe80:0000:0000:0000:[0-9a-f]{4}(:[0-9a-f]{4}){3}" \
 		"simib0: link-local GID (fe80::/64 + port GUID)"
