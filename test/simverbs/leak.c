@@ -84,6 +84,7 @@ static void sv_atfork_child(void)
 	sv_g.nlqp = 0;
 	atomic_store(&sv_g.nstalled, 0);
 	sv_g.attached = false;
+	sv_g.exiting = false;
 	sv_g.proc_slot = -1;
 	/* the child reads its own configuration (env may differ after fork) */
 	sv_g.devs = NULL;

@@ -391,6 +391,10 @@ int sv_attach(void)
 	pthread_mutex_lock(&sv_g.lock);
 	if (sv_g.attached && sv_g.pid == getpid())
 		goto out;
+	if (sv_g.exiting && sv_g.pid == getpid()) {
+		rc = ESHUTDOWN;	/* verbs called after our destructor ran */
+		goto out;
+	}
 	sv_g.pid = getpid();
 	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 	sv_names();
@@ -425,7 +429,8 @@ static bool sv_any_proc(void)
 	return false;
 }
 
-/* Leaves the fabric; the last process removes it.  Called at exit. */
+/* Leaves the fabric; the last process removes it.  Called at exit (the
+ * destructor), so the segment stays mapped. */
 void sv_detach(void)
 {
 	bool last;
@@ -449,7 +454,8 @@ void sv_detach(void)
 		sv_remove_fifos(0);
 		sv_sysfs_remove();
 	}
-	munmap(sv_g.fab, sv_g.fab_size);
-	sv_g.fab = NULL;
+	/* The mapping stays: threads of an exiting process may still be in
+	 * ibv_poll_cq or ibv_post_send and must not fault. */
 	sv_g.attached = false;
+	sv_g.exiting = true;
 }

@@ -357,6 +357,7 @@ struct sv_global {
 	char dir[256];			/* /tmp/simverbs-<uid>/<fabric> */
 	pid_t pid;
 	bool attached;
+	bool exiting;			/* detached by the destructor */
 	int proc_slot;
 	int ndevs;
 	struct sv_device *devs;
