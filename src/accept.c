@@ -86,6 +86,7 @@ nv_status_t nv_net_listen(struct nv_ctx *ctx, int dev, void *handle, void **list
 	}
 	memset(&h, 0, sizeof(h));
 	nv_sock_addr_to_handle(&bound, &h);
+	h.ndevs = (uint8_t)nv_vdev_get(dev)->ndevs;
 	memcpy(h.secret, lc->secret, sizeof(h.secret));
 	memset(handle, 0, 128); /* NCCL_NET_HANDLE_MAXSIZE; connect's stage area starts zeroed */
 	nv_wire_handle_encode(&h, handle);
@@ -251,6 +252,7 @@ static const char *const nv_acc_state_names[NV_ACC_NSTATES] = {
 
 static int nv_acc_fail(struct nv_listen_comm *lc, uint32_t code)
 {
+	lc->hs.local_code = code;
 	nv_hs_send_failure(lc->rc->base.fd, code);
 	return NV_STEP_FAIL;
 }
@@ -424,8 +426,9 @@ nv_status_t nv_net_accept(void *listen_comm, void **recv_comm)
 	if (rc == NV_STEP_FAIL) {
 		NV_WARN("accept on %s from %s failed while %s: %s", lc->addr_str,
 			lc->rc->base.peer, nv_acc_state_names[lc->hs.state], lc->hs.why);
+		st = nv_hs_status_of(&lc->hs);
 		nv_acc_abandon(lc);
-		return NV_ERR_REMOTE;
+		return st;
 	}
 	nv_recv_comm_ready(lc->rc);
 	NV_INFO(NV_SUB_NET, "accepted %s on %s: %d QP(s), %d per message, first QPN 0x%x -> 0x%x",

@@ -50,6 +50,7 @@ struct nv_connect_state {
 	struct nv_sock_addr addr;
 	int vdev;
 	int traffic_class;
+	int rndevs;		/* listener's device count, from the handle */
 	uint64_t next_try_ns;
 	int tries;
 };
@@ -329,10 +330,32 @@ static const char *const nv_con_state_names[NV_CON_NSTATES] = {
 	[NV_CON_DONE] = "connected",
 };
 
+nv_status_t nv_hs_status_of(const struct nv_hs *hs)
+{
+	switch (hs->local_code) {
+	case NV_WST_RESOURCES:
+	case NV_WST_QP_FAILED:
+		return NV_ERR_SYSTEM;
+	case NV_WST_LINK_MISMATCH:
+		return NV_ERR_USAGE;
+	default:
+		return NV_ERR_REMOTE;
+	}
+}
+
 static int nv_con_fail(struct nv_connect_state *cs, uint32_t code)
 {
+	cs->hs.local_code = code;
 	nv_hs_send_failure(cs->sc->base.fd, code);
 	return NV_STEP_FAIL;
+}
+
+/* As NCCL: QPS_PER_CONNECTION x the larger device count of the two sides, capped. */
+static int nv_con_nqps(int ndevs, int rndevs)
+{
+	int n = (int)nv_param_int(NV_PARAM_IB_QPS_PER_CONNECTION) * (ndevs > rndevs ? ndevs : rndevs);
+
+	return n > NV_WIRE_MAX_QPS ? NV_WIRE_MAX_QPS : n;
 }
 
 static int nv_con_resources(struct nv_connect_state *cs)
@@ -344,8 +367,7 @@ static int nv_con_resources(struct nv_connect_state *cs)
 	size_t off;
 
 	if (nv_comm_init(c, NV_COMM_SEND, cs->vdev, NV_SEND_REQS) != NV_OK ||
-	    nv_comm_create_qps(c, (int)nv_param_int(NV_PARAM_IB_QPS_PER_CONNECTION) *
-					  c->ndevs) != NV_OK) {
+	    nv_comm_create_qps(c, nv_con_nqps(c->ndevs, cs->rndevs)) != NV_OK) {
 		snprintf(cs->hs.why, sizeof(cs->hs.why), "local verbs resources (see above)");
 		return nv_con_fail(cs, NV_WST_RESOURCES);
 	}
@@ -537,6 +559,7 @@ static nv_status_t nv_con_start(int dev, const void *handle, int traffic_class,
 	cs->sc->base.type = NV_COMM_SEND;
 	cs->vdev = dev;
 	cs->traffic_class = traffic_class;
+	cs->rndevs = h.ndevs;
 	nv_sock_addr_from_handle(&h, &cs->addr);
 	nv_sock_addr_str(&cs->addr, cs->sc->base.peer, sizeof(cs->sc->base.peer));
 	memcpy(cs->hs.in, h.secret, NV_WIRE_SECRET_LEN); /* until the hello is built */
@@ -577,10 +600,11 @@ nv_status_t nv_net_connect(struct nv_ctx *ctx, int dev, void *handle, int traffi
 	if (rc == NV_STEP_FAIL) {
 		NV_WARN("connect to %s failed while %s: %s", cs->sc->base.peer,
 			nv_con_state_names[cs->hs.state], cs->hs.why);
+		st = nv_hs_status_of(&cs->hs);
 		nv_comm_destroy(&cs->sc->base);
 		free(cs->sc);
 		free(cs);
-		return NV_ERR_REMOTE;
+		return st;
 	}
 	nv_send_comm_ready(cs->sc);
 	NV_INFO(NV_SUB_NET, "connected to %s: %d QP(s), %d per message, first QPN 0x%x -> 0x%x",

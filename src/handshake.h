@@ -28,6 +28,7 @@ struct nv_hs {
 	size_t in_off;
 	struct nv_msg_hdr hdr;
 	int have_hdr;
+	uint32_t local_code;	/* NV_WST_* of our own failure, NV_WST_OK if the peer's */
 	char why[NV_WIRE_WHY_LEN];
 };
 
@@ -52,5 +53,7 @@ int nv_hs_meta(struct nv_hs *hs, struct nv_comm *c, int role, uint32_t *code);
 int nv_hs_expired(struct nv_hs *hs, const char *waiting_for);
 int nv_hs_flush_out(struct nv_hs *hs, int fd);
 int nv_comm_data_qps(const struct nv_comm *c, int split);
+/* nv_status_t for a failed handshake: local resources, configuration or the peer. */
+nv_status_t nv_hs_status_of(const struct nv_hs *hs);
 
 #endif /* NV_HANDSHAKE_H */

@@ -22,7 +22,7 @@ struct nv_wire_handle {
 	uint32_t magic;
 	uint16_t version;
 	uint8_t family;		/* 4 or 6 */
-	uint8_t rsvd0;
+	uint8_t ndevs;		/* listener's devices */
 	uint16_t port;
 	uint16_t rsvd1;
 	uint32_t scope_id;
@@ -160,6 +160,7 @@ void nv_wire_handle_encode(const struct nv_handle *h, void *buf)
 	w.magic = htobe32(NV_WIRE_MAGIC);
 	w.version = htobe16(NV_WIRE_VERSION);
 	w.family = h->family == AF_INET6 ? 6 : 4;
+	w.ndevs = h->ndevs;
 	w.port = htobe16(h->port);
 	w.scope_id = htobe32(h->scope_id);
 	memcpy(w.addr, h->addr, sizeof(w.addr));
@@ -184,8 +185,11 @@ nv_status_t nv_wire_handle_decode(const void *buf, size_t len, struct nv_handle 
 		return nv_wire_reject(why, why_len,
 				      "handle protocol version %u, ours is %u: mixed plugin versions",
 				      be16toh(w.version), NV_WIRE_VERSION);
-	if ((w.family != 4 && w.family != 6) || w.rsvd0 || w.rsvd1)
+	if ((w.family != 4 && w.family != 6) || w.rsvd1)
 		return nv_wire_reject(why, why_len, "handle address family %u invalid", w.family);
+	if (w.ndevs < 1 || w.ndevs > NV_WIRE_MAX_DEVS)
+		return nv_wire_reject(why, why_len, "handle device count %u out of 1..%d", w.ndevs,
+				      NV_WIRE_MAX_DEVS);
 	if (w.port == 0)
 		return nv_wire_reject(why, why_len, "handle port is 0");
 	if (w.family == 4 && !nv_wire_all_zero(w.addr + 4, 12))
@@ -194,6 +198,7 @@ nv_status_t nv_wire_handle_decode(const void *buf, size_t len, struct nv_handle 
 	h->family = w.family == 6 ? AF_INET6 : AF_INET;
 	h->port = be16toh(w.port);
 	h->scope_id = be32toh(w.scope_id);
+	h->ndevs = w.ndevs;
 	memcpy(h->addr, w.addr, sizeof(h->addr));
 	memcpy(h->secret, w.secret, sizeof(h->secret));
 	return NV_OK;

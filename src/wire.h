@@ -39,6 +39,7 @@ struct nv_handle {
 	uint8_t addr[16];	/* IPv4 in the first 4 bytes */
 	uint16_t port;		/* host order */
 	uint32_t scope_id;	/* IPv6 link-local scope, else 0 */
+	uint8_t ndevs;		/* devices of the listener's (virtual) NIC, 1..NV_WIRE_MAX_DEVS */
 	uint8_t secret[NV_WIRE_SECRET_LEN];
 };
 

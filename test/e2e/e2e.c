@@ -328,3 +328,17 @@ ncclResult_t e2e_close_listen(struct e2e_net *n, void *lc)
 {
 	E2E_SAME(closeListen, lc);
 }
+
+ncclResult_t e2e_make_vdevice(struct e2e_net *n, int ndevs, const int *devs, int *vdev)
+{
+	ncclNetVDeviceProps_v12_t props;
+	int i;
+
+	if (n->ver != 12 || !V(12)->makeVDevice || ndevs > NCCL_NET_MAX_DEVS_PER_NIC_V12)
+		return ncclInvalidUsage;
+	memset(&props, 0, sizeof(props));
+	props.ndevs = ndevs;
+	for (i = 0; i < ndevs; i++)
+		props.devs[i] = devs[i];
+	return V(12)->makeVDevice(vdev, &props);
+}

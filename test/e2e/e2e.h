@@ -81,6 +81,8 @@ ncclResult_t e2e_test(struct e2e_net *n, void *req, int *done, int *sizes);
 ncclResult_t e2e_close_send(struct e2e_net *n, void *sc);
 ncclResult_t e2e_close_recv(struct e2e_net *n, void *rc);
 ncclResult_t e2e_close_listen(struct e2e_net *n, void *lc);
+/* v12 makeVDevice (ncclInvalidUsage on other versions). */
+ncclResult_t e2e_make_vdevice(struct e2e_net *n, int ndevs, const int *devs, int *vdev);
 
 /* ---- helpers ------------------------------------------------------------------ */
 double e2e_now(void);

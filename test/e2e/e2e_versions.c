@@ -138,6 +138,7 @@ int main(int argc, char **argv)
 	static const char *const devs[] = { "simib0", "simroce0" };
 	int first = E2E_FIRST_VERSION, last = E2E_LAST_VERSION, v, d, r, failed = 0, skipped = 0;
 
+	alarm(300);
 	if (argc == 2)
 		first = last = atoi(argv[1]);
 	for (v = first; v <= last; v++) {

@@ -35,13 +35,14 @@ static void test_handle(void)
 	h.addr[0] = 10;
 	h.addr[3] = 7;
 	h.port = 41000;
+	h.ndevs = 2;
 	for (i = 0; i < NV_WIRE_SECRET_LEN; i++)
 		h.secret[i] = (uint8_t)(i * 7 + 1);
 	memset(buf, 0xee, sizeof(buf));
 	nv_wire_handle_encode(&h, buf);
 	CHECK(buf[NV_WIRE_HANDLE_SIZE] == 0xee); /* never writes past its size */
 	CHECK(nv_wire_handle_decode(buf, NV_WIRE_HANDLE_SIZE, &d, why, sizeof(why)) == NV_OK);
-	CHECK(d.family == AF_INET && d.port == 41000 && !memcmp(d.addr, h.addr, 16));
+	CHECK(d.family == AF_INET && d.port == 41000 && d.ndevs == 2 && !memcmp(d.addr, h.addr, 16));
 	CHECK(nv_wire_secret_equal(d.secret, h.secret));
 	/* network byte order: the magic reads "NVM1" */
 	CHECK(!memcmp(buf, "NVM1", 4));
@@ -70,6 +71,13 @@ static void test_handle(void)
 	buf[6] = 5;
 	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
 	buf[6] = 6;
+	buf[7] = 0; /* device count */
+	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
+	CHECK(strstr(why, "device count") != NULL);
+	buf[7] = 9;
+	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
+	buf[7] = 1;
+	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_OK);
 	buf[8] = buf[9] = 0;
 	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
 	CHECK(nv_wire_handle_decode(NULL, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
