@@ -15,7 +15,8 @@ FAULT_TESTS = \
 	test/fault/fault_config \
 	test/fault/fault_config_xfail \
 	test/fault/fault_qp \
-	test/fault/fault_qp_xfail
+	test/fault/fault_qp_xfail \
+	test/fault/fault_kill
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -34,6 +35,10 @@ test_fault_fault_qp_LDADD = $(FAULT_LDADD)
 test_fault_fault_qp_xfail_SOURCES = test/fault/fault_qp.c
 test_fault_fault_qp_xfail_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_qp_xfail_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_kill_SOURCES = test/fault/fault_kill.c
+test_fault_fault_kill_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_kill_LDADD = $(FAULT_LDADD)
 
 # Same program; the name selects the cases with a known bug (see fault_config.c).
 test_fault_fault_config_xfail_SOURCES = test/fault/fault_config.c
