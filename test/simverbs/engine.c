@@ -113,6 +113,10 @@ static void sv_complete(struct sv_qp *qp, uint64_t idx, uint32_t status, uint32_
 /* Error completion for the WQE, QP to error, the rest flushed. */
 static enum sv_exec sv_fail(struct sv_qp *qp, uint32_t status)
 {
+	SV_DBG("QP 0x%x: WR %llu (wr_id 0x%llx) failed: %s; QP to error", qp->ibv.qp_num,
+	       (unsigned long long)qp->sq_exec,
+	       (unsigned long long)qp->sq[qp->sq_exec % qp->sq_cap].wr_id,
+	       ibv_wc_status_str((enum ibv_wc_status)status));
 	sv_complete(qp, qp->sq_exec, status, 0);
 	qp->sq_exec++;
 	sv_qp_to_error(qp, false);

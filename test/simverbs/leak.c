@@ -94,6 +94,9 @@ static void sv_atfork_child(void)
 
 __attribute__((constructor)) static void sv_init(void)
 {
+	const char *d = getenv("SIMVERBS_DEBUG");
+
+	sv_debug = d && *d && strcmp(d, "0");
 	pthread_atfork(NULL, NULL, sv_atfork_child);
 }
 

@@ -49,6 +49,8 @@ void sv_obj_del(struct sv_obj *o)
 	pthread_mutex_unlock(&sv_g.lock);
 }
 
+int sv_debug;
+
 uint64_t sv_now_ns(void)
 {
 	struct timespec ts;

@@ -209,6 +209,11 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr)
 	if (!rc && sv_g.nobjs[SV_K_QP] >= ctx->dev->lim.max_qp)
 		rc = ENOMEM;
 	if (rc) {
+		SV_DBG("create_qp on %s: type %d, wr %u/%u, sge %u/%u, inline %u: %s",
+		       ctx->dev->ibv.name, attr->qp_type, attr->cap.max_send_wr,
+		       attr->cap.max_recv_wr, attr->cap.max_send_sge, attr->cap.max_recv_sge,
+		       attr->cap.max_inline_data, rc == ENOMEM ? "max_qp reached" :
+		       "unsupported type or over the device limits");
 		errno = rc;
 		return NULL;
 	}
@@ -426,13 +431,21 @@ static int sv_modify_locked(struct sv_qp *qp, struct ibv_qp_attr *a, int mask)
 	uint32_t next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
 	int rc;
 
-	if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != cur)
+	if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != cur) {
+		SV_DBG("modify_qp 0x%x: cur_qp_state %d but QP is in %u", qp->ibv.qp_num,
+		       a->cur_qp_state, cur);
 		return EINVAL;
-	if (!sv_trans_ok(cur, next, (uint32_t)mask))
+	}
+	if (!sv_trans_ok(cur, next, (uint32_t)mask)) {
+		SV_DBG("modify_qp 0x%x: %u -> %u with attr_mask 0x%x: not a valid transition "
+		       "or required/forbidden attributes", qp->ibv.qp_num, cur, next, mask);
 		return EINVAL;
+	}
 	rc = sv_check_values(qp, a, mask);
-	if (rc)
+	if (rc) {
+		SV_DBG("modify_qp 0x%x: an attribute value is out of range", qp->ibv.qp_num);
 		return rc;
+	}
 	if (next == IBV_QPS_ERR) {
 		sv_qp_to_error(qp, false);
 		return 0;
@@ -444,8 +457,14 @@ static int sv_modify_locked(struct sv_qp *qp, struct ibv_qp_attr *a, int mask)
 	}
 	if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
 		rc = sv_to_rtr(qp, a);
-		if (rc)
+		if (rc) {
+			SV_DBG("modify_qp 0x%x -> RTR: path_mtu %d (port %u), GRH %d sgid_index %u, "
+			       "dest QPN 0x%x dlid %u: rejected (MTU, GRH/sgid, or no such "
+			       "destination)", qp->ibv.qp_num, a->path_mtu,
+			       qp->ctx->dev->ports[qp->sh->port - 1].mtu, a->ah_attr.is_global,
+			       a->ah_attr.grh.sgid_index, a->dest_qp_num, a->ah_attr.dlid);
 			return rc;
+		}
 	}
 	sv_apply_attrs(qp, a, mask);
 	sv_set_state(qp, next);

@@ -405,6 +405,8 @@ void sv_obj_add(struct sv_obj *o, enum sv_kind kind);
 void sv_obj_del(struct sv_obj *o);
 uint64_t sv_now_ns(void);
 void sv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern int sv_debug;			/* SIMVERBS_DEBUG=1: say why calls fail */
+#define SV_DBG(...) do { if (SV_UNLIKELY(sv_debug)) sv_log(__VA_ARGS__); } while (0)
 int sv_fifo_create(char *path, size_t len, const char *what, uint32_t *id);
 ssize_t sv_write_nosig(int fd, const void *buf, size_t len);
 int sv_fifo_send(int32_t pid, const char *what, uint32_t id, const void *msg, size_t len);
