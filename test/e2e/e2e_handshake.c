@@ -114,13 +114,32 @@ static void wrong_secret(struct e2e_net *n, int dev)
 	e2e_note("wrong secret: refused, listener still accepts (%.2f s)", e2e_now() - t0);
 }
 
+/* A 64-byte "hello" with our magic but the given version and length fields. */
+static int raw_hello(const unsigned char *h, unsigned version, unsigned len)
+{
+	unsigned char msg[64];
+	int fd = raw_connect(h);
+
+	memset(msg, 0, sizeof(msg));
+	memcpy(msg, "NVM1", 4);
+	msg[4] = (unsigned char)(version >> 8);
+	msg[5] = (unsigned char)version;
+	msg[7] = 1; /* HELLO */
+	msg[8] = (unsigned char)(len >> 24);
+	msg[9] = (unsigned char)(len >> 16);
+	msg[10] = (unsigned char)(len >> 8);
+	msg[11] = (unsigned char)len;
+	E2E_CHECK(write(fd, msg, sizeof(msg)) == (ssize_t)sizeof(msg));
+	return fd;
+}
+
 static void garbage_and_truncated(struct e2e_net *n, int dev)
 {
 	static const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n0123456789abcdef0123456789abcdef"
 				   "0123456789abcdef";
 	char handle[E2E_HANDLE_SIZE];
 	void *lc;
-	int fd1, fd2;
+	int fd1, fd2, fd3, fd4;
 
 	E2E_OK(e2e_listen(n, dev, handle, &lc));
 	fd1 = raw_connect((unsigned char *)handle);
@@ -128,13 +147,21 @@ static void garbage_and_truncated(struct e2e_net *n, int dev)
 	fd2 = raw_connect((unsigned char *)handle);
 	E2E_CHECK(write(fd2, handle, 10) == 10); /* 10 bytes of something, then gone */
 	close(fd2);
+	fd3 = raw_hello((unsigned char *)handle, 2, 48);	/* another protocol version */
+	fd4 = raw_hello((unsigned char *)handle, 1, 1u << 30); /* oversized */
 	good_connection(n, lc, dev, handle);
 	poll_listener(n, lc, "closed before its hello");
-	if (!e2e_warned("bad magic") || !e2e_warned("closed before its hello"))
-		E2E_FAIL("garbage / truncated hello not reported:\n%s", e2e_warn_text());
+	poll_listener(n, lc, "expected 48");
+	if (!e2e_warned("bad magic") || !e2e_warned("closed before its hello") ||
+	    !e2e_warned("protocol version 2, ours is 1") || !e2e_warned("expected 48"))
+		E2E_FAIL("garbage / truncated / foreign-version / oversized hello not reported:\n%s",
+			 e2e_warn_text());
 	close(fd1);
+	close(fd3);
+	close(fd4);
 	E2E_OK(e2e_close_listen(n, lc));
-	e2e_note("garbage and truncated hello refused, good connection accepted");
+	e2e_note("garbage, truncated, foreign-version and oversized hellos refused, good "
+		 "connection accepted");
 }
 
 static void slowloris_and_flood(struct e2e_net *n, int dev)
