@@ -13,7 +13,6 @@ test_fault_libfh_la_CPPFLAGS = $(FAULT_CPPFLAGS)
 FAULT_TESTS = \
 	test/fault/fault_handshake \
 	test/fault/fault_config \
-	test/fault/fault_config_xfail \
 	test/fault/fault_qp \
 	test/fault/fault_qp_xfail \
 	test/fault/fault_kill
@@ -40,15 +39,8 @@ test_fault_fault_kill_SOURCES = test/fault/fault_kill.c
 test_fault_fault_kill_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_kill_LDADD = $(FAULT_LDADD)
 
-# Same program; the name selects the cases with a known bug (see fault_config.c).
-test_fault_fault_config_xfail_SOURCES = test/fault/fault_config.c
-test_fault_fault_config_xfail_CPPFLAGS = $(FAULT_CPPFLAGS)
-test_fault_fault_config_xfail_LDADD = $(FAULT_LDADD)
-
 # Known bugs, reported in /work/notes/requests-for-*.md; remove when fixed.
-# P1-F1: NCCL_IB_GID_INDEX naming an empty (all-zero) GID entry is accepted at
-# init; connect then fails on the far side with "RoCE GID is all zero".
-XFAIL_TESTS += test/fault/fault_config_xfail
+# (P1-F1, an empty GID entry named by NCCL_IB_GID_INDEX, is fixed: fault_config.)
 # P2-F2: unsignalled work requests (CTS writes, all but the last data write of
 # a chain) carry wr_id 0, so their error completions read "unknown work request".
 XFAIL_TESTS += test/fault/fault_qp_xfail

@@ -326,7 +326,17 @@ static void run_case(struct fh *f, int dev, const char *devname, const struct qc
 	}
 	fh_log("%s on %s: %s side failed after %.2f s: %s", q->name, devname,
 	       side ? "receive" : "send", t_err - t0, fh_warn_get(wi));
-	check_sticky(&c, side, q->wc ? "status " : w[0]);
+	{
+		/* The comm's own explanation: the first WARN since the injection naming the peer. */
+		int ci = fh_warn_find(w0, "peer", NULL);
+		const char *cw = ci >= 0 ? fh_warn_get(ci) : NULL;
+		char why[64];
+
+		FH_CHECK(cw != NULL, "%s: no WARN naming the peer", q->name);
+		cw = strstr(cw, " : ") ? strstr(cw, " : ") + 3 : cw;
+		snprintf(why, sizeof(why), "%s", cw);
+		check_sticky(&c, side, why);
+	}
 	check_other_side(&c, side);
 	if (q->undo) {
 		fmt(cmd, sizeof(cmd), q->undo, qpn, devname);
