@@ -19,6 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(size >= NV_WIRE_HANDLE_SIZE);
 	FUZZ_ASSERT(h.family == AF_INET || h.family == AF_INET6);
 	FUZZ_ASSERT(h.port != 0);
+	FUZZ_ASSERT(h.ndevs >= 1 && h.ndevs <= NV_WIRE_MAX_DEVS);
 	nv_wire_handle_encode(&h, out);
 	FUZZ_ASSERT(memcmp(out, data, NV_WIRE_HANDLE_SIZE) == 0);
 	return 0;

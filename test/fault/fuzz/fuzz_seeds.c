@@ -96,6 +96,7 @@ int main(int argc, char **argv)
 	h.family = AF_INET;
 	inet_pton(AF_INET, "10.1.2.3", h.addr);
 	h.port = 40123;
+	h.ndevs = 1;
 	for (i = 0; i < NV_WIRE_SECRET_LEN; i++)
 		h.secret[i] = (uint8_t)(i * 37 + 1);
 	nv_wire_handle_encode(&h, buf);
@@ -103,6 +104,7 @@ int main(int argc, char **argv)
 	h.family = AF_INET6;
 	inet_pton(AF_INET6, "fe80::1:2", h.addr);
 	h.scope_id = 2;
+	h.ndevs = 2;
 	nv_wire_handle_encode(&h, buf);
 	put("handle", "seed-v6", buf, NV_WIRE_HANDLE_SIZE);
 	memset(buf + NV_WIRE_HANDLE_SIZE, 0, 64);
