@@ -213,6 +213,10 @@ static bool sv_peer_ok(struct sv_qp *qp, uint64_t now)
 	st = atomic_load_explicit(&p->state, memory_order_acquire);
 	if (st != IBV_QPS_RTR && st != IBV_QPS_RTS)
 		return false;
+	/* RC: the responder must be connected back to us (otherwise real
+	 * hardware sees PSN errors and the requester retries until it fails) */
+	if (SV_UNLIKELY(p->dest_qpn != qp->ibv.qp_num))
+		return false;
 	if (SV_UNLIKELY(atomic_load_explicit(&sv_g.fab->knobs.nbad_gids, memory_order_relaxed)) &&
 	    qp->dgid_valid && sv_gid_unreachable(&qp->dgid))
 		return false;

@@ -42,7 +42,8 @@ SV_TEST_PROGS = \
 	test/simverbs/tests/sv_verbs \
 	test/simverbs/tests/sv_errors \
 	test/simverbs/tests/sv_faults \
-	test/simverbs/tests/sv_lifecycle
+	test/simverbs/tests/sv_lifecycle \
+	test/simverbs/tests/sv_stream
 check_PROGRAMS += $(SV_TEST_PROGS)
 TESTS += $(SV_TEST_PROGS)
 noinst_HEADERS += test/simverbs/tests/svt.h
@@ -51,6 +52,7 @@ test_simverbs_tests_sv_verbs_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_errors_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_faults_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_lifecycle_LDADD = $(SV_TEST_LDADD)
+test_simverbs_tests_sv_stream_LDADD = $(SV_TEST_LDADD) -lpthread
 
 noinst_PROGRAMS += test/simverbs/simverbs-ctl
 test_simverbs_simverbs_ctl_SOURCES = test/simverbs/ctl.c
