@@ -15,7 +15,8 @@ FAULT_TESTS = \
 	test/fault/fault_config \
 	test/fault/fault_qp \
 	test/fault/fault_qp_xfail \
-	test/fault/fault_kill
+	test/fault/fault_kill \
+	test/fault/fault_cycles
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -57,3 +58,7 @@ check-fuzz:
 	  exit $$rc
 EXTRA_CHECK_TARGETS += check-fuzz
 .PHONY: check-fuzz
+
+test_fault_fault_cycles_SOURCES = test/fault/fault_cycles.c
+test_fault_fault_cycles_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_cycles_LDADD = $(FAULT_LDADD)

@@ -1,0 +1,12 @@
+#!/bin/sh
+# valgrind.sh - LOG_COMPILER of `make check-valgrind`: runs one test program
+# under memcheck. Any invalid access, uninitialised use, or definite/indirect
+# leak fails the test (exit 98); simverbs' own leak report (SIMVERBS_LEAK_CHECK,
+# exit 99) stays on. Children forked by the tests are checked too.
+# valgrind.supp holds suppressions for third-party noise only (none needed so far).
+here=$(cd "$(dirname "$0")" && pwd)
+# Tests scale their time limits by this (valgrind is 10-50x slower).
+export FH_TIME_SCALE=${FH_TIME_SCALE:-8}
+exec valgrind -q --error-exitcode=98 --leak-check=full --show-leak-kinds=definite,indirect \
+	--errors-for-leak-kinds=definite,indirect --suppressions="$here/valgrind.supp" \
+	--gen-suppressions=all "$@"
