@@ -397,11 +397,13 @@ static uint64_t sv_release_time(struct sv_qp *qp, const struct sv_swqe *w, uint6
 
 static bool sv_inject_error(struct sv_qp *qp)
 {
+	const struct sv_dev_knobs *k = qp->ctx->dev->knobs;
 	uint64_t g = atomic_load_explicit(&sv_g.fab->knobs.qp_err_after, memory_order_relaxed);
+	uint64_t d = k ? atomic_load_explicit(&k->err_after, memory_order_relaxed) : 0;
 	uint32_t n = atomic_load_explicit(&qp->sh->err_after, memory_order_relaxed);
 
 	qp->ops++;
-	return (n && qp->ops >= n) || (g && qp->ops > g);
+	return (n && qp->ops >= n) || (g && qp->ops > g) || (d && qp->ops > d);
 }
 
 /* Executes the WQE at sq_exec.  Caller holds qp->lock; QP is RTS. */

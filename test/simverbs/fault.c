@@ -101,6 +101,14 @@ static int sv_cmd_qp(const char *cmd, const char *a1, const char *a2)
 {
 	struct sv_shm_qp *q = sv_qp_by_qpn(!strcmp(cmd, "qp-err-after") ? a2 : a1);
 
+	if (!strcmp(cmd, "qp-err-after") && a1 && a2 && !q && sv_dev_by_name(a2)) {
+		struct sv_dev_knobs *d = sv_knobs_dev(a2);	/* per device */
+
+		if (!d)
+			return EINVAL;
+		atomic_store(&d->err_after, strtoull(a1, NULL, 0));
+		return 0;
+	}
 	if (!strcmp(cmd, "qp-err-after") && !a2) {
 		if (!a1)
 			return EINVAL;
@@ -209,6 +217,8 @@ static int sv_cmd_reset(void)
 	atomic_store(&k->latency_ns, 0);
 	atomic_store(&k->qp_err_after, 0);
 	atomic_store(&k->nbad_gids, 0);
+	for (int i = 0; i < SV_MAX_DEVICES; i++)
+		atomic_store(&k->dev[i].err_after, 0);
 	atomic_store(&k->timeout_scale_ppm, (uint32_t)(SV_DEFAULT_TIMEOUT_SCALE * 1e6));
 	for (int i = 0; i < SV_MAX_DEVICES; i++) {
 		atomic_store(&k->dev[i].latency_ns, 0);

@@ -220,8 +220,8 @@ static struct sv_fabric *sv_fabric_open(void)
 	fd = shm_open(sv_g.shm_name, O_RDWR, 0600);
 	if (fd < 0)
 		return NULL;
-	for (int i = 0; i < 2000 && !fstat(fd, &st) && (size_t)st.st_size < size; i++)
-		usleep(1000);
+	for (int i = 0; i < 2000 && !fstat(fd, &st) && st.st_size == 0; i++)
+		usleep(1000);	/* the creator has not sized it yet */
 	if (fstat(fd, &st) || (size_t)st.st_size != size) {
 		close(fd);
 		errno = EPROTO;
@@ -305,10 +305,12 @@ static void sv_gc_remove(const char *name)
 	sv_rm_tree(path);
 }
 
-/* A fabric is stale when it is complete, older than 2 seconds and every
- * registered process is dead (they were all killed before detaching). */
-static bool sv_gc_is_stale(const char *shm)
+/* A fabric is stale when it is older than min_age seconds and either never
+ * became ready or every registered process is dead.  Fabrics of versions
+ * before SV_STABLE_VERSION are never judged (their layout is unknown). */
+static bool sv_fabric_stale(const char *shm, int min_age)
 {
+	size_t hdr = offsetof(struct sv_fabric, procs) + sizeof(((struct sv_fabric *)0)->procs);
 	struct sv_fabric *f;
 	struct stat st;
 	bool stale = true;
@@ -316,20 +318,26 @@ static bool sv_gc_is_stale(const char *shm)
 
 	if (fd < 0)
 		return false;
-	if (fstat(fd, &st) || (size_t)st.st_size != sizeof(*f) ||
-	    time(NULL) - st.st_mtime < 2) {
+	if (fstat(fd, &st) || time(NULL) - st.st_mtime < min_age) {
 		close(fd);
 		return false;
 	}
-	f = mmap(NULL, sizeof(*f), PROT_READ, MAP_SHARED, fd, 0);
+	if ((size_t)st.st_size < hdr) {
+		close(fd);
+		return true;	/* creator died before ftruncate */
+	}
+	f = mmap(NULL, hdr, PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
 	if (f == MAP_FAILED)
 		return false;
-	for (int i = 0; f->magic == SV_MAGIC && f->version == SV_VERSION && stale &&
-			i < SV_MAX_PROCS; i++)
-		if (sv_pid_alive(atomic_load(&f->procs[i].pid)))
+	if (f->magic == SV_MAGIC && atomic_load(&f->ready)) {
+		if (f->version < SV_STABLE_VERSION)
 			stale = false;
-	munmap(f, sizeof(*f));
+		for (int i = 0; stale && i < SV_MAX_PROCS; i++)
+			if (sv_pid_alive(atomic_load(&f->procs[i].pid)))
+				stale = false;
+	}
+	munmap(f, hdr);
 	return stale;
 }
 
@@ -350,7 +358,7 @@ static void sv_gc_stale_fabrics(void)
 		    !strcmp(e->d_name + 3, sv_g.fabric_name))
 			continue;
 		snprintf(shm, sizeof(shm), "/%s", e->d_name);
-		if (sv_gc_is_stale(shm))
+		if (sv_fabric_stale(shm, 2))
 			snprintf(names[n++], sizeof(names[0]), "%s", e->d_name + 3);
 	}
 	closedir(d);
@@ -365,13 +373,14 @@ static int sv_attach_once(void)
 	sv_g.fab = sv_fabric_open();
 	if (!sv_g.fab) {
 		rc = errno;
-		if (rc == EPROTO) {
-			/* half-created or foreign-version segment: replace it */
-			sv_log("fabric %s unusable (stale or other version); recreating",
-			       sv_g.fabric_name);
+		if (rc == EPROTO && sv_fabric_stale(sv_g.shm_name, 0)) {
+			/* half-created, or left by dead processes: replace it */
 			shm_unlink(sv_g.shm_name);
 			return EAGAIN;
 		}
+		if (rc == EPROTO)
+			sv_log("fabric %s is in use by another simverbs build (layout version); "
+			       "use another SIMVERBS_FABRIC", sv_g.fabric_name);
 		return rc ? rc : EIO;
 	}
 	sv_g.fab_size = sizeof(struct sv_fabric);

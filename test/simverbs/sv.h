@@ -35,7 +35,8 @@
 #define SV_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 #define SV_MAGIC 0x53564642u	/* "SVFB" */
-#define SV_VERSION 3u
+#define SV_VERSION 4u
+#define SV_STABLE_VERSION 4u
 
 /* ---------------------------------------------------------------- shm */
 
@@ -96,6 +97,7 @@ struct sv_dev_knobs {
 	_Atomic uint32_t port_down;	/* bit p = port p down */
 	_Atomic uint64_t bw_mbps;	/* 0 = unlimited, per port */
 	_Atomic uint64_t latency_ns;	/* added per operation */
+	_Atomic uint64_t err_after;	/* each QP of the device fails its N+1-th op */
 };
 
 struct sv_knobs {
@@ -107,6 +109,9 @@ struct sv_knobs {
 	struct sv_dev_knobs dev[SV_MAX_DEVICES];
 };
 
+/* Every field up to and including procs keeps its offset in all versions
+ * >= SV_STABLE_VERSION, so any simverbs can tell whether a fabric of another
+ * version is still in use (and garbage-collect it when it is not). */
 struct sv_fabric {
 	uint32_t magic;
 	uint32_t version;
@@ -116,9 +121,10 @@ struct sv_fabric {
 	pthread_mutex_t lock;		/* robust, process-shared */
 	_Atomic uint32_t epoch;		/* bumped: owners must resync their QPs */
 	_Atomic uint32_t next_id;
+	struct sv_proc_ent procs[SV_MAX_PROCS];
+	/* ---- layout below may change with SV_VERSION ---- */
 	uint32_t qp_hint, mr_hint, cq_hint;
 	struct sv_knobs knobs;
-	struct sv_proc_ent procs[SV_MAX_PROCS];
 	struct sv_ctx_ent ctxs[SV_MAX_CTX];
 	struct sv_shm_cq cqs[SV_MAX_CQ_SLOTS];
 	struct sv_shm_qp qps[SV_MAX_QP_SLOTS];

@@ -30,12 +30,12 @@ gid=$(sv_roce_gid_index simroce0)
 for dev in simib0 simroce0; do
 	extra=()
 	[ "$dev" = simroce0 ] && extra=(-g "$gid")
-	pingpong "$dev-default" "$dev" "${extra[@]}"
+	pingpong "$dev-default" "$dev" "${extra[@]}" -n 300
 	pingpong "$dev-64k" "$dev" "${extra[@]}" -s 65536 -n 200
 	pingpong "$dev-1m" "$dev" "${extra[@]}" -s 1048576 -n 50
-	pingpong "$dev-events" "$dev" "${extra[@]}" -e -n 500
+	pingpong "$dev-events" "$dev" "${extra[@]}" -e -n 300
 	pingpong "$dev-events-1m" "$dev" "${extra[@]}" -e -s 1048576 -n 20
-	pingpong "$dev-newsend" "$dev" "${extra[@]}" -N -n 500
+	pingpong "$dev-newsend" "$dev" "${extra[@]}" -N -n 300
 done
 pingpong simib0-grh simib0 -g 0 -n 200
 sv_finish

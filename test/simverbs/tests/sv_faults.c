@@ -209,6 +209,13 @@ static void check_err_after_and_far_error(void)
 	SVT_EQ(write1(&e, &pr, IBV_WR_RDMA_WRITE, 8).status, IBV_WC_RETRY_EXC_ERR);
 	finish(&e, &pr, 'x');
 
+	start(&e, &pr, "simroce0", false);
+	SVT_EQ(svt_control("qp-err-after 1 simroce0"), 0);	/* per device */
+	SVT_EQ(write1(&e, &pr, IBV_WR_RDMA_WRITE, 8).status, IBV_WC_SUCCESS);
+	SVT_EQ(write1(&e, &pr, IBV_WR_RDMA_WRITE, 8).status, IBV_WC_RETRY_EXC_ERR);
+	SVT_EQ(svt_control("reset"), 0);
+	finish(&e, &pr, 'x');
+
 	start(&e, &pr, "simib0", false);
 	snprintf(cmd, sizeof(cmd), "qp-error %u", pr.info.qpn);
 	svt_send(&P, &(char){ 'q' }, 1);
