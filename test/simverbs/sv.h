@@ -273,7 +273,6 @@ struct sv_cq {
 	size_t ring_bytes;
 	pthread_spinlock_t lock;	/* consumer side */
 	_Atomic uint32_t nqps;		/* QPs attached (destroy -> EBUSY) */
-	bool overrun_seen;
 	uint32_t empty_polls;
 	int chan_fd_w;			/* own channel FIFO, write side */
 };

@@ -199,9 +199,9 @@ SV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, 
 /* FNV-1a over the device table: the tree is rebuilt only when it changes. */
 static uint64_t sv_config_hash(void)
 {
-	const unsigned char *p = (const unsigned char *)sv_g.devs;
-	size_t n = (size_t)sv_g.ndevs * sizeof(*sv_g.devs);
+	const unsigned char *p;
 	uint64_t h = 0xcbf29ce484222325ull;
+	size_t n;
 
 	for (int i = 0; i < sv_g.ndevs; i++) {
 		const struct sv_device *d = &sv_g.devs[i];
