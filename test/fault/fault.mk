@@ -16,7 +16,8 @@ FAULT_TESTS = \
 	test/fault/fault_qp \
 	test/fault/fault_qp_xfail \
 	test/fault/fault_kill \
-	test/fault/fault_cycles
+	test/fault/fault_cycles \
+	test/fault/fault_soak
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -49,7 +50,7 @@ XFAIL_TESTS += test/fault/fault_qp_xfail
 # ---- fuzzing (check-extra): libFuzzer targets of every network decoder ------
 # Short pass here; the long run is `test/fault/fuzz.sh --runs 1000000`.
 FAULT_FUZZ_TARGETS = handle hdr hello status meta stream
-EXTRA_DIST += test/fault/fuzz.sh test/fault/fuzz/fuzz_common.h test/fault/fuzz/fuzz_seeds.c \
+EXTRA_DIST += test/fault/soak.sh test/fault/valgrind.sh test/fault/valgrind.supp test/fault/fuzz.sh test/fault/fuzz/fuzz_common.h test/fault/fuzz/fuzz_seeds.c \
 	$(FAULT_FUZZ_TARGETS:%=test/fault/fuzz/fuzz_%.c) test/fault/corpus
 check-fuzz:
 	@NV_TOP_SRCDIR="$(abs_top_srcdir)" NV_TOP_BUILDDIR="$(abs_top_builddir)" \
@@ -62,3 +63,7 @@ EXTRA_CHECK_TARGETS += check-fuzz
 test_fault_fault_cycles_SOURCES = test/fault/fault_cycles.c
 test_fault_fault_cycles_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_cycles_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_soak_SOURCES = test/fault/fault_soak.c
+test_fault_fault_soak_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_soak_LDADD = $(FAULT_LDADD)
