@@ -77,6 +77,7 @@ int sv_fifo_create(char *path, size_t len, const char *what, uint32_t *id)
 	int fd;
 
 	*id = sv_next_id();
+	mkdir(sv_g.dir, 0700);	/* a previous fabric of this name may have removed it */
 	snprintf(path, len, "%s/%s-%d-%u", sv_g.dir, what, (int)sv_g.pid, *id);
 	unlink(path);
 	if (mkfifo(path, 0600))

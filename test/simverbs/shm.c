@@ -302,7 +302,13 @@ static void sv_gc_remove(const char *name)
 	snprintf(path, sizeof(path), "/sv.%s", name);
 	shm_unlink(path);
 	snprintf(path, sizeof(path), "/tmp/simverbs-%u/%s", (unsigned)getuid(), name);
-	sv_rm_tree(path);
+	{
+		char gone[700];
+
+		snprintf(gone, sizeof(gone), "%s.gone.%d", path, (int)getpid());
+		if (!rename(path, gone))
+			sv_rm_tree(gone);
+	}
 }
 
 /* A fabric is stale when it is older than min_age seconds and either never
@@ -442,6 +448,7 @@ static bool sv_any_proc(void)
  * destructor), so the segment stays mapped. */
 void sv_detach(void)
 {
+	char gone[300];
 	bool last;
 
 	if (!sv_g.attached || sv_g.pid != getpid())
@@ -454,15 +461,18 @@ void sv_detach(void)
 	sv_reclaim_dead();
 	last = !sv_any_proc();
 	if (last) {
+		/* move the directory aside first: a process creating the next
+		 * fabric of this name gets a fresh one, never our removal */
+		snprintf(gone, sizeof(gone), "%s.gone.%d", sv_g.dir, (int)sv_g.pid);
+		if (rename(sv_g.dir, gone))
+			gone[0] = '\0';
 		atomic_store(&sv_g.fab->dead, 1);
 		shm_unlink(sv_g.shm_name);
 	}
 	sv_bump_epoch();
 	sv_unlock();
-	if (last) {
-		sv_remove_fifos(0);
-		sv_sysfs_remove();
-	}
+	if (last && gone[0])
+		sv_rm_tree(gone);
 	/* The mapping stays: threads of an exiting process may still be in
 	 * ibv_poll_cq or ibv_post_send and must not fault. */
 	sv_g.attached = false;

@@ -389,7 +389,6 @@ int sv_gid_lookup(const struct sv_port *port, const union ibv_gid *gid);
 
 /* sysfs.c */
 int sv_sysfs_create(void);
-void sv_sysfs_remove(void);
 void sv_rm_tree(const char *dir);
 
 /* shm.c */

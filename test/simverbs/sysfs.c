@@ -265,10 +265,6 @@ void sv_rm_tree(const char *dir)
 	nftw(dir, sv_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-void sv_sysfs_remove(void)
-{
-	sv_rm_tree(sv_g.dir);
-}
 
 SV_EXPORT int ibv_get_sysfs_path(char *buf, size_t size);
 int ibv_get_sysfs_path(char *buf, size_t size)
