@@ -42,6 +42,4 @@ SV_TOOLS_CHECKS = \
 	test/simverbs/checks/perftest-read-bw.sh \
 	test/simverbs/checks/rawbench.sh
 EXTRA_DIST += $(SV_TOOLS_CHECKS) test/simverbs/checks/lib.sh test/simverbs/checks/perftest-lib.sh
-# Checks that pass on the current simverbs; the others join once the fabric supports what they
-# exercise (ibv_create_qp_ex / ibv_wr_* for perftest's default flow and ibv_rc_pingpong -N).
-TESTS += test/simverbs/checks/ibv-devinfo.sh test/simverbs/checks/rawbench.sh
+TESTS += $(SV_TOOLS_CHECKS)

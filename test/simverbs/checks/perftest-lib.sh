@@ -8,8 +8,8 @@ pt_run() {
 	shift 4
 	dev_args=(-d "$dev" -i 1 -F)
 	[ "$dev" = simroce0 ] && dev_args+=(-x "$PT_ROCE_GID")
-	sv_pair "$tag" "$prog" "${dev_args[@]}" "$@" -- "$prog" "${dev_args[@]}" "$@" 127.0.0.1 ||
-		return
+	sv_pair "$tag" "$prog" "${dev_args[@]}" "$@" -- ${PT_CLIENT_ENV:+env $PT_CLIENT_ENV} \
+		"$prog" "${dev_args[@]}" "$@" 127.0.0.1 || return
 	[ "$kind" = bw ] && col=4 || col=5
 	# Result line: first numeric row after the "#bytes" header.
 	line=$(awk '/^ *#bytes/ { hdr = 1; next } hdr && /^ *[0-9]/ { print; exit }' "$SV_TMP/$tag.client")
@@ -30,6 +30,8 @@ pt_run() {
 		printf '%s: %-26s %10s usec typical (%s)\n' "$SV_NAME" "$tag" "$fig" "$*"
 	fi
 }
+
+# PT_CLIENT_ENV (optional): VAR=value words put in the client's environment only.
 
 # pt_setup PROG: skips without perftest, requires simverbs, finds the RoCE GID index.
 pt_setup() {

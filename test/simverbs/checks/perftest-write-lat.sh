@@ -5,7 +5,7 @@
 . "$(dirname "$0")/perftest-lib.sh"
 pt_setup ib_write_lat
 for dev in simib0 simroce0; do
-	pt_run "$dev-8b" ib_write_lat "$dev" lat -s 8 -n 2000
+	pt_run "$dev-8b" ib_write_lat "$dev" lat -s 8 -n 1000
 done
-pt_run simib0-4k ib_write_lat simib0 lat -s 4096 -n 500
+pt_run simib0-4k ib_write_lat simib0 lat -s 4096 -n 300
 sv_finish
