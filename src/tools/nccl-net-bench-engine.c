@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +221,7 @@ static int nb_recv_post(struct nb_engine *e, struct nb_conn *c)
 		memset(u, 0, sizeof(*u));
 		u->req[0] = req;
 		c->posted++;
+		e->events++;
 	}
 	return 0;
 }
@@ -259,6 +261,7 @@ static int nb_recv_test(struct nb_engine *e, struct nb_conn *c)
 				return 0;
 			u->flushing = 0;
 			c->done++;
+			e->events++;
 			continue;
 		}
 		if (nb_net_test(e->net, u->req[0], &done, sizes) != 0)
@@ -271,6 +274,7 @@ static int nb_recv_test(struct nb_engine *e, struct nb_conn *c)
 			return -1;
 		if (!u->flushing)
 			c->done++;
+		e->events++;
 	}
 	return 0;
 }
@@ -291,6 +295,7 @@ static int nb_send_post(struct nb_engine *e, struct nb_conn *c)
 				return 0;
 			u->req[g] = req;
 			u->nposted++;
+			e->events++;
 		}
 		c->posted++;
 	}
@@ -310,6 +315,7 @@ static int nb_send_test(struct nb_engine *e, struct nb_conn *c)
 			if (!done)
 				return 0;
 			u->ndone++;
+			e->events++;
 		}
 		c->done++;
 	}
@@ -362,7 +368,7 @@ static int nb_step_exec(struct nb_stream *s, struct nb_step *st)
 	return 0;
 }
 
-static int nb_stream_advance(struct nb_stream *s)
+static int nb_stream_advance(struct nb_engine *e, struct nb_stream *s)
 {
 	while (!s->finished) {
 		if (!s->have_cur) {
@@ -377,6 +383,7 @@ static int nb_stream_advance(struct nb_stream *s)
 		if (nb_step_exec(s, &s->cur) != 0)
 			return -1;
 		s->have_cur = 0;
+		e->events++;
 	}
 	return 0;
 }
@@ -410,16 +417,20 @@ static int nb_all_done(struct nb_engine *e, struct nb_stream *streams, int n)
 	return 1;
 }
 
-static int nb_progress(struct nb_engine *e, struct nb_stream *streams, int n)
+static int nb_progress_recv_post(struct nb_engine *e)
 {
 	int i;
 
 	for (i = 0; i < e->nconns; i++)
 		if (!e->conns[i].is_send && nb_recv_post(e, &e->conns[i]) != 0)
 			return -1;
-	for (i = 0; i < n; i++)
-		if (nb_stream_advance(&streams[i]) != 0)
-			return -1;
+	return 0;
+}
+
+static int nb_progress_rest(struct nb_engine *e)
+{
+	int i;
+
 	for (i = 0; i < e->nconns; i++) {
 		struct nb_conn *c = &e->conns[i];
 
@@ -431,13 +442,48 @@ static int nb_progress(struct nb_engine *e, struct nb_stream *streams, int n)
 	return 0;
 }
 
+/*
+ * One pass: run the streams ("kernel": consume received slots, fill send
+ * slots), post sends, test, then post receives into the slots freed. The
+ * receive depth keeps receives ahead of the sends; posting them last keeps
+ * the clear-to-send of the next step off the critical path of a reply.
+ */
+static int nb_progress(struct nb_engine *e, struct nb_stream *streams, int n)
+{
+	double t0 = 0, t1 = 0;
+	int i;
+
+	if (e->stats)
+		t0 = nb_now();
+	for (i = 0; i < n; i++)
+		if (nb_stream_advance(e, &streams[i]) != 0)
+			return -1;
+	if (e->stats)
+		t1 = nb_now();
+	if (nb_progress_rest(e) != 0 || nb_progress_recv_post(e) != 0)
+		return -1;
+	if (e->stats) {
+		e->t_exec += t1 - t0;
+		e->t_net += nb_now() - t1;
+	}
+	return 0;
+}
+
+/* Like NCCL's progress thread: poll until done, yield the CPU after an idle pass. */
 int nb_run(struct nb_engine *e, struct nb_stream *streams, int n)
 {
 	for (;;) {
+		uint64_t events = e->events;
+
 		if (nb_progress(e, streams, n) != 0)
 			return -1;
 		if (nb_all_done(e, streams, n))
 			return 0;
+		if (events == e->events) {
+			e->idle++;
+			if (e->yield)
+				sched_yield();
+		}
 		e->polls++;
 		if ((e->polls & 1023) == 0 && nb_past_deadline("data transfer"))
 			return -1;

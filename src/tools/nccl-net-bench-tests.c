@@ -116,14 +116,17 @@ static int nb_p2p_next(struct nb_stream *s, struct nb_step *st)
 	len = p->size - p->off < p->unit ? p->size - p->off : p->unit;
 	st->iter = p->it;
 	st->off = p->off;
-	if (p->mode == NB_P_SEND || p->mode == NB_P_PONG || (p->mode == NB_P_PING && !p->phase))
+	/* ping: send the whole message, then receive the reply; pong: the reverse */
+	if (p->mode == NB_P_SEND || (p->mode == NB_P_PING && !p->phase) ||
+	    (p->mode == NB_P_PONG && p->phase))
 		st->sconn = p->sconn, st->ssize = len;
-	if (p->mode == NB_P_RECV || p->mode == NB_P_PONG || (p->mode == NB_P_PING && p->phase))
+	if (p->mode == NB_P_RECV || (p->mode == NB_P_PING && p->phase) ||
+	    (p->mode == NB_P_PONG && !p->phase))
 		st->rconn = p->rconn, st->rsize = len;
 	p->off += p->unit;
 	if (p->off >= p->size) {
 		p->off = 0;
-		if (p->mode == NB_P_PING && !p->phase) {
+		if ((p->mode == NB_P_PING || p->mode == NB_P_PONG) && !p->phase) {
 			p->phase = 1;
 		} else {
 			p->phase = 0;

@@ -88,6 +88,9 @@ static void nb_usage(FILE *f)
 "                        NCCL_NET_FORCE_FLUSH=1)\n"
 "      --csv FILE        write results as CSV\n"
 "      --plot FILE.svg   draw bus bandwidth against message size\n"
+"      --yield 0|1       sched_yield() after a progress pass without progress, like\n"
+"                        NCCL's proxy thread (default 1; 0 = spin)\n"
+"      --stats           per rank: time in streams vs in plugin calls, idle passes\n"
 "  -q, --quiet           only summary lines and errors\n"
 "  -T, --timeout SEC     end the whole run with an error after SEC (default 600)\n"
 "  -l, --list            print the plugin's devices and exit\n"
@@ -122,7 +125,8 @@ static const struct option nb_longopts[] = {
 	{ "groups", required_argument, NULL, 'g' }, { "flush", required_argument, NULL, 5 },
 	{ "csv", required_argument, NULL, 6 }, { "plot", required_argument, NULL, 7 },
 	{ "quiet", no_argument, NULL, 'q' }, { "timeout", required_argument, NULL, 'T' },
-	{ "list", no_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' },
+	{ "list", no_argument, NULL, 'l' }, { "yield", required_argument, NULL, 8 },
+	{ "stats", no_argument, NULL, 9 }, { "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -160,6 +164,8 @@ static int nb_opt_one(struct nb_opts *o, int ch, const char *arg)
 	case 'q': o->quiet = 1; return 0;
 	case 'T': o->timeout = atof(arg); return 0;
 	case 'l': o->list = 1; return 0;
+	case 8: o->yield = atoi(arg); return 0;
+	case 9: o->stats = 1; return 0;
 	default: return -1;
 	}
 }
@@ -203,6 +209,7 @@ static int nb_opts_parse(struct nb_opts *o, int argc, char **argv)
 	o->check = 1;
 	o->rank = -1;
 	o->flush = -1;
+	o->yield = 1;
 	o->timeout = 600;
 	o->buffsize = 4 << 20;
 	if (bs && *bs && nb_parse_size(bs, &o->buffsize) != 0)
@@ -230,6 +237,8 @@ static int nb_opts_parse(struct nb_opts *o, int argc, char **argv)
 struct nb_sample {
 	double t[NB_MAX_REPEAT];
 	long wrong;
+	double exec, net, wall;		/* --stats: timed repetitions only */
+	uint64_t idle;
 };
 
 static int nb_cmp_double(const void *a, const void *b)
@@ -262,6 +271,8 @@ static int nb_timed(int t, struct nb_ctx *c, size_t size, struct nb_sample *me)
 
 	if (o->warmup && nb_test_run(t, c, size, o->warmup, 0, &w) != 0)
 		return -1;
+	c->e->t_exec = c->e->t_net = 0;
+	c->e->idle = 0;
 	for (k = 0; k < o->repeat; k++) {
 		double t0;
 
@@ -271,7 +282,11 @@ static int nb_timed(int t, struct nb_ctx *c, size_t size, struct nb_sample *me)
 		if (nb_test_run(t, c, size, o->iters, 0, &w) != 0)
 			return -1;
 		me->t[k] = nb_now() - t0;
+		me->wall += me->t[k];
 	}
+	me->exec = c->e->t_exec;
+	me->net = c->e->t_net;
+	me->idle = c->e->idle;
 	if (o->check && nb_test_run(t, c, size, 1, 1, &me->wrong) != 0)
 		return -1;
 	return 0;
@@ -279,10 +294,11 @@ static int nb_timed(int t, struct nb_ctx *c, size_t size, struct nb_sample *me)
 
 static int nb_measure(int t, struct nb_ctx *c, size_t size, struct nb_result *res)
 {
-	struct nb_sample me = { { 0 }, 0 }, *all = calloc((size_t)c->nranks, sizeof(me));
+	struct nb_sample me, *all = calloc((size_t)c->nranks, sizeof(me));
 	double secs, bytes, factor;
 	int r;
 
+	memset(&me, 0, sizeof(me));
 	if (!all || nb_timed(t, c, size, &me) != 0 ||
 	    nb_oob_allgather(c->e->oob, &me, all, sizeof(me)) != 0) {
 		free(all);
@@ -298,6 +314,12 @@ static int nb_measure(int t, struct nb_ctx *c, size_t size, struct nb_result *re
 	res->busbw = res->algbw * factor;
 	for (r = 0; r < c->nranks; r++)
 		res->wrong += all[r].wrong;
+	for (r = 0; c->o->stats && c->rank == 0 && r < c->nranks; r++)
+		printf("#   stats rank %d: wall %.1f ms, in streams (copy/reduce/check) %.1f ms "
+		       "(%.0f%%), in plugin calls %.1f ms (%.0f%%), idle passes %llu\n", r,
+		       all[r].wall * 1e3, all[r].exec * 1e3, 100 * all[r].exec / all[r].wall,
+		       all[r].net * 1e3, 100 * all[r].net / all[r].wall,
+		       (unsigned long long)all[r].idle);
 	free(all);
 	return 0;
 }
@@ -416,6 +438,8 @@ static int nb_rank_main(const struct nb_opts *o, const char *host, int port, int
 	e.oob = &oob;
 	e.dev = o->dev;
 	e.buffsize = o->buffsize;
+	e.yield = o->yield;
+	e.stats = o->stats;
 	c.e = &e;
 	c.o = o;
 	c.rank = o->rank;

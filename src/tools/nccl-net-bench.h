@@ -182,6 +182,11 @@ struct nb_engine {
 	struct nb_conn *conns;
 	int nconns;
 	uint64_t polls;
+	uint64_t events;		/* progress made (posts, completions, steps) */
+	int yield;			/* sched_yield() after a pass without progress */
+	int stats;			/* time the passes (--stats) */
+	double t_exec, t_net;		/* seconds in streams / in plugin calls */
+	uint64_t idle;			/* passes without progress */
 };
 
 struct nb_edge {
@@ -223,6 +228,8 @@ struct nb_opts {
 	int quiet;
 	double timeout;
 	int list;
+	int yield;
+	int stats;
 };
 
 /* Per-size measurement context handed to the test plans. */
