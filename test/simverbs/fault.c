@@ -48,8 +48,8 @@ static struct sv_dev_knobs *sv_knobs_dev(const char *name)
 	struct sv_knobs *k = &sv_g.fab->knobs;
 	struct sv_dev_knobs *d = NULL;
 
-	if (!name)
-		return NULL;
+	if (!name || !sv_dev_by_name(name))
+		return NULL;	/* not a configured device */
 	if (sv_lock())
 		return NULL;
 	for (int i = 0; i < SV_MAX_DEVICES && !d; i++)

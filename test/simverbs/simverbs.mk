@@ -45,7 +45,8 @@ SV_TEST_PROGS = \
 	test/simverbs/tests/sv_lifecycle \
 	test/simverbs/tests/sv_stream
 check_PROGRAMS += $(SV_TEST_PROGS)
-TESTS += $(SV_TEST_PROGS)
+TESTS += $(SV_TEST_PROGS) test/simverbs/tests/sv_ctl.sh
+dist_check_SCRIPTS += test/simverbs/tests/sv_ctl.sh
 noinst_HEADERS += test/simverbs/tests/svt.h
 test_simverbs_tests_sv_basic_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_verbs_LDADD = $(SV_TEST_LDADD)
