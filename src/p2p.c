@@ -276,6 +276,8 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
 		s->wr[r].sg_list = &s->sge[r];
 		s->wr[r].send_flags = 0;
 		s->wr[r].next = &s->wr[r + 1];
+		/* decodable even from an error completion of an unsignalled WR (nwr 0) */
+		s->wr[r].wr_id = NV_WRID(NV_WR_DATA, 0, qi, sl->seq);
 	}
 	last->send_flags = IBV_SEND_SIGNALED;
 	last->wr_id = NV_WRID(NV_WR_DATA, nwr, qi, sl->seq);
@@ -446,6 +448,7 @@ static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *
 	wr.opcode = IBV_WR_RDMA_WRITE;
 	wr.wr.rdma.remote_addr = c->rctrl_addr + slot * sizeof(struct nv_cts_entry) * NV_MAX_RECVS;
 	wr.wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
+	wr.wr_id = NV_WRID(NV_WR_CTS, 0, qi, slot); /* nwr 0 unless signalled below */
 	q->outstanding++;
 	if (++q->unsignalled >= NV_CTS_SIGNAL_EVERY) {
 		wr.send_flags = IBV_SEND_SIGNALED;
