@@ -435,8 +435,7 @@ static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 	    IBV_QPS_ERR)
 		return r;
 	w->wait = SV_WAIT_NONE;
-	sv_complete(qp, qp->sq_exec, IBV_WC_SUCCESS,
-		    w->opcode == IBV_WR_RDMA_READ ? w->length : w->length);
+	sv_complete(qp, qp->sq_exec, IBV_WC_SUCCESS, w->length);
 	qp->sq_exec++;
 	return SV_DONE;
 }
