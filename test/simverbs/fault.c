@@ -232,8 +232,28 @@ static int sv_cmd_status(char *out, size_t len)
 	struct sv_fabric *f = sv_g.fab;
 	size_t o = 0;
 
-	o += (size_t)snprintf(out + o, len - o, "fabric %s epoch %u\n", sv_g.fabric_name,
-			      atomic_load(&f->epoch));
+	int nmr = 0;
+
+	for (int i = 0; i < SV_MAX_MR_SLOTS; i++)
+		nmr += atomic_load(&f->mrs[i].key) != 0;
+	o += (size_t)snprintf(out + o, len - o,
+			      "fabric %s epoch %u mrs %d latency_ns %llu qp_err_after %llu "
+			      "timeout_scale %.4f unreachable_gids %u\n", sv_g.fabric_name,
+			      atomic_load(&f->epoch), nmr,
+			      (unsigned long long)atomic_load(&f->knobs.latency_ns),
+			      (unsigned long long)atomic_load(&f->knobs.qp_err_after),
+			      sv_timeout_scale(), atomic_load(&f->knobs.nbad_gids));
+	for (int i = 0; i < SV_MAX_DEVICES && o < len; i++) {
+		struct sv_dev_knobs *d = &f->knobs.dev[i];
+
+		if (d->name[0])
+			o += (size_t)snprintf(out + o, len - o,
+					      "device %s ports_down 0x%x latency_ns %llu bw_mbps %llu "
+					      "err_after %llu\n", d->name, atomic_load(&d->port_down),
+					      (unsigned long long)atomic_load(&d->latency_ns),
+					      (unsigned long long)atomic_load(&d->bw_mbps),
+					      (unsigned long long)atomic_load(&d->err_after));
+	}
 	for (int i = 0; i < SV_MAX_PROCS && o < len; i++)
 		if (atomic_load(&f->procs[i].pid))
 			o += (size_t)snprintf(out + o, len - o, "proc %d\n",
