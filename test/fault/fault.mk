@@ -17,7 +17,8 @@ FAULT_TESTS = \
 	test/fault/fault_qp_xfail \
 	test/fault/fault_kill \
 	test/fault/fault_cycles \
-	test/fault/fault_soak
+	test/fault/fault_soak \
+	test/fault/fault_threads
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -67,3 +68,18 @@ test_fault_fault_cycles_LDADD = $(FAULT_LDADD)
 test_fault_fault_soak_SOURCES = test/fault/fault_soak.c
 test_fault_fault_soak_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_soak_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_threads_SOURCES = test/fault/fault_threads.c
+test_fault_fault_threads_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_threads_LDADD = $(FAULT_LDADD)
+
+# ---- ThreadSanitizer (check-extra) ----------------------------------------------
+check-tsan:
+	@NV_TOP_SRCDIR="$(abs_top_srcdir)" NV_TOP_BUILDDIR="$(abs_top_builddir)" \
+	  NV_PLUGIN_SOURCES="$(libnvcore_la_SOURCES) $(libnccl_net_verbs_la_SOURCES)" \
+	  $(SHELL) $(srcdir)/test/fault/tsan.sh; rc=$$?; \
+	  if [ $$rc -eq 77 ]; then echo "check-tsan: SKIP (no clang with ThreadSanitizer)"; rc=0; fi; \
+	  exit $$rc
+EXTRA_CHECK_TARGETS += check-tsan
+.PHONY: check-tsan
+EXTRA_DIST += test/fault/tsan.sh
