@@ -63,10 +63,15 @@ struct nv_stage {
 };
 _Static_assert(NV_WIRE_HANDLE_SIZE + sizeof(struct nv_stage) <= 128, "stage fits the handle");
 
-static pthread_once_t nv_if_once = PTHREAD_ONCE_INIT;
-static nv_status_t nv_if_status;
-static struct nv_sock_addr nv_if_addr;
+/* Handshake interface: chosen on first use, chosen again when the knobs change
+ * (a later init after finalize may bring another environment). */
+static pthread_mutex_t nv_if_lock = PTHREAD_MUTEX_INITIALIZER;
+static int nv_if_valid;			/* locked */
+static char nv_if_spec[2][256];		/* locked: IFNAME, FAMILY used for the choice */
+static nv_status_t nv_if_status;	/* locked */
+static struct nv_sock_addr nv_if_addr;	/* locked */
 static char nv_if_name[NV_SOCK_IFNAME_LEN];
+static pthread_once_t nv_token_once = PTHREAD_ONCE_INIT;
 static uint64_t nv_process_token;
 
 uint64_t nv_now_ns(void)
@@ -106,16 +111,23 @@ nv_status_t nv_random(void *buf, size_t len)
 	return NV_OK;
 }
 
-static void nv_if_pick(void)
+/* Caller holds nv_if_lock. */
+static void nv_if_pick(const char *ifname, const char *family)
 {
 	char s[NV_SOCK_ADDR_STRLEN];
 
-	nv_if_status = nv_sock_pick_if(nv_param_str(NV_PARAM_SOCKET_IFNAME),
-				       nv_param_str(NV_PARAM_SOCKET_FAMILY), &nv_if_addr,
-				       nv_if_name, sizeof(nv_if_name));
+	nv_if_status = nv_sock_pick_if(ifname, family, &nv_if_addr, nv_if_name,
+				       sizeof(nv_if_name));
 	if (nv_if_status == NV_OK)
 		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "handshake interface %s, address %s", nv_if_name,
 			nv_sock_addr_str(&nv_if_addr, s, sizeof(s)));
+	snprintf(nv_if_spec[0], sizeof(nv_if_spec[0]), "%s", ifname ? ifname : "");
+	snprintf(nv_if_spec[1], sizeof(nv_if_spec[1]), "%s", family ? family : "");
+	nv_if_valid = 1;
+}
+
+static void nv_token_make(void)
+{
 	if (nv_random(&nv_process_token, sizeof(nv_process_token)) != NV_OK)
 		nv_process_token = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ nv_now_ns();
 }
@@ -270,15 +282,24 @@ int nv_comm_data_qps(const struct nv_comm *c, int split)
 
 nv_status_t nv_if_get(struct nv_sock_addr *addr)
 {
-	pthread_once(&nv_if_once, nv_if_pick);
+	const char *ifname = nv_param_str(NV_PARAM_SOCKET_IFNAME);
+	const char *family = nv_param_str(NV_PARAM_SOCKET_FAMILY);
+	nv_status_t st;
+
+	pthread_mutex_lock(&nv_if_lock);
+	if (!nv_if_valid || strcmp(nv_if_spec[0], ifname ? ifname : "") ||
+	    strcmp(nv_if_spec[1], family ? family : ""))
+		nv_if_pick(ifname, family);
 	if (addr)
 		*addr = nv_if_addr;
-	return nv_if_status;
+	st = nv_if_status;
+	pthread_mutex_unlock(&nv_if_lock);
+	return st;
 }
 
 uint64_t nv_process_token_get(void)
 {
-	pthread_once(&nv_if_once, nv_if_pick);
+	pthread_once(&nv_token_once, nv_token_make);
 	return nv_process_token;
 }
 
