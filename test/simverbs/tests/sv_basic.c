@@ -62,7 +62,7 @@ static void child_side(const char *dev)
 		SVT_EQ(svt_post_recv(&e, 0, 0, 0, 100 + (uint64_t)i), 0);
 	/* 8 write-with-imm of growing sizes, each preceded by a plain write */
 	for (unsigned int i = 0; i < 8; i++) {
-		struct ibv_wc wc = svt_poll1(e.cq, 5000);
+		struct ibv_wc wc = svt_poll1(e.cq, 20000);
 		size_t len = 1000u << i;
 
 		SVT_EQ(wc.status, IBV_WC_SUCCESS);
@@ -89,11 +89,11 @@ static void child_side(const char *dev)
 		SVT_EQ(ibv_post_recv(e.qp, &wr, &bad), 0);
 		svt_sync(&P);
 		for (int i = 0; i < 8; i++) {
-			wc = svt_poll1(e.cq, 5000);
+			wc = svt_poll1(e.cq, 20000);
 			SVT_EQ(wc.opcode, IBV_WC_RECV);
 			SVT_EQ(wc.status, IBV_WC_SUCCESS);
 		}
-		wc = svt_poll1(e.cq, 5000);
+		wc = svt_poll1(e.cq, 20000);
 		SVT_EQ(wc.wr_id, 7);
 		SVT_EQ(wc.opcode, IBV_WC_RECV);
 		SVT_EQ(wc.byte_len, 3000);
@@ -125,7 +125,7 @@ static void parent_side(const char *dev)
 		SVT_EQ(svt_post_write(&e, IBV_WR_RDMA_WRITE_WITH_IMM, (uintptr_t)e.buf + 4096,
 				      (uint32_t)len, e.mr->lkey, peer.addr + 4096, peer.rkey,
 				      htonl(0xabc000 + i), IBV_SEND_SIGNALED, 2), 0);
-		wc = svt_poll1(e.cq, 5000);
+		wc = svt_poll1(e.cq, 20000);
 		SVT_EQ(wc.status, IBV_WC_SUCCESS);
 		SVT_EQ(wc.wr_id, 2);
 		SVT_EQ(wc.opcode, IBV_WC_RDMA_WRITE);
@@ -147,7 +147,7 @@ static void parent_side(const char *dev)
 		fill(e.buf, 1000, 9);
 		fill(e.buf + 20000, 2000, 10);
 		SVT_EQ(ibv_post_send(e.qp, &wr, &bad), 0);
-		wc = svt_poll1(e.cq, 5000);
+		wc = svt_poll1(e.cq, 20000);
 		SVT_EQ(wc.wr_id, 11);
 		SVT_EQ(wc.status, IBV_WC_SUCCESS);
 		SVT_EQ(wc.opcode, IBV_WC_SEND);
@@ -155,7 +155,7 @@ static void parent_side(const char *dev)
 	svt_sync(&P);
 	SVT_EQ(svt_post_write(&e, IBV_WR_RDMA_READ, (uintptr_t)e.buf + 131072, 65536, e.mr->lkey,
 			      peer.addr + 65536, peer.rkey, 0, IBV_SEND_SIGNALED, 3), 0);
-	wc = svt_poll1(e.cq, 5000);
+	wc = svt_poll1(e.cq, 20000);
 	SVT_EQ(wc.status, IBV_WC_SUCCESS);
 	SVT_EQ(wc.opcode, IBV_WC_RDMA_READ);
 	SVT_EQ(wc.byte_len, 65536);
@@ -244,7 +244,7 @@ static void bench(const char *dev, int child, pid_t other)
 				SVT_EQ(svt_post_write(&e, IBV_WR_RDMA_WRITE, (uintptr_t)e.buf,
 						      4u << 20, e.mr->lkey, peer.addr, peer.rkey, 0,
 						      IBV_SEND_SIGNALED, 0), 0);
-				SVT_EQ(svt_poll1(e.cq, 5000).status, IBV_WC_SUCCESS);
+				SVT_EQ(svt_poll1(e.cq, 20000).status, IBV_WC_SUCCESS);
 			}
 			t_rdma += svt_now_ns() - t0;
 		}

@@ -45,12 +45,12 @@ static void pair_down(struct pair *p)
 /* First WR fails with `status`; the 3 after it (unsignalled) flush. */
 static void expect_fail_then_flush(struct pair *p, enum ibv_wc_status status)
 {
-	struct ibv_wc wc = svt_poll1(p->a.cq, 2000);
+	struct ibv_wc wc = svt_poll1(p->a.cq, 20000);
 
 	SVT_EQ(wc.status, status);
 	SVT_EQ(wc.wr_id, 1);
 	for (int i = 0; i < 3; i++) {
-		wc = svt_poll1(p->a.cq, 2000);
+		wc = svt_poll1(p->a.cq, 20000);
 		SVT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
 		SVT_EQ(wc.wr_id, 2 + (uint64_t)i);
 	}
@@ -59,7 +59,7 @@ static void expect_fail_then_flush(struct pair *p, enum ibv_wc_status status)
 	/* posting in ERR completes at once with a flush */
 	SVT_EQ(svt_post_write(&p->a, IBV_WR_RDMA_WRITE, (uintptr_t)p->a.buf, 8, p->a.mr->lkey,
 			      p->bi.addr, p->bi.rkey, 0, 0, 9), 0);
-	wc = svt_poll1(p->a.cq, 2000);
+	wc = svt_poll1(p->a.cq, 20000);
 	SVT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
 	SVT_EQ(wc.wr_id, 9);
 }
@@ -143,12 +143,12 @@ static void check_send_len_and_limits(void)
 	SVT_EQ(svt_post_recv(&p.b, (uintptr_t)p.b.buf, 16, p.b.mr->lkey, 51), 0);
 	SVT_EQ(svt_post_write(&p.a, IBV_WR_SEND, (uintptr_t)p.a.buf, 64, p.a.mr->lkey, 0, 0, 0,
 			      IBV_SEND_SIGNALED, 1), 0);
-	wc = svt_poll1(p.a.cq, 2000);
+	wc = svt_poll1(p.a.cq, 20000);
 	SVT_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR);
-	wc = svt_poll1(p.b.cq, 2000);
+	wc = svt_poll1(p.b.cq, 20000);
 	SVT_EQ(wc.status, IBV_WC_LOC_LEN_ERR);
 	SVT_EQ(wc.wr_id, 50);
-	wc = svt_poll1(p.b.cq, 2000);	/* responder QP went to error: flush */
+	wc = svt_poll1(p.b.cq, 20000);	/* responder QP went to error: flush */
 	SVT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
 	SVT_EQ(wc.wr_id, 51);
 	pair_down(&p);
@@ -173,7 +173,7 @@ static void check_send_len_and_limits(void)
 	wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
 	SVT_EQ(ibv_post_send(p.a.qp, &wr, &bad), 0);
 	memset(big, 0, sizeof(big));	/* inline data was copied at post */
-	SVT_EQ(svt_poll1(p.a.cq, 2000).status, IBV_WC_SUCCESS);
+	SVT_EQ(svt_poll1(p.a.cq, 20000).status, IBV_WC_SUCCESS);
 	SVT_EQ(p.b.buf[63], 0x5a);
 	wr.opcode = (enum ibv_wr_opcode)99;
 	SVT_EQ(ibv_post_send(p.a.qp, &wr, &bad), EINVAL);
@@ -192,9 +192,9 @@ static void check_rnr(void)
 			      p.a.mr->lkey, p.bi.addr, p.bi.rkey, 5, 0, 1), 0);
 	SVT_EQ(svt_post_write(&p.a, IBV_WR_RDMA_WRITE, (uintptr_t)p.a.buf, 8,
 			      p.a.mr->lkey, p.bi.addr, p.bi.rkey, 5, 0, 2), 0);
-	wc = svt_poll1(p.a.cq, 5000);
+	wc = svt_poll1(p.a.cq, 20000);
 	SVT_EQ(wc.status, IBV_WC_RNR_RETRY_EXC_ERR);
-	SVT_EQ(svt_poll1(p.a.cq, 5000).status, IBV_WC_WR_FLUSH_ERR);
+	SVT_EQ(svt_poll1(p.a.cq, 20000).status, IBV_WC_WR_FLUSH_ERR);
 	pair_down(&p);
 
 	pair_up(&p, 16, 64, 7, ACC);	/* 7: retry forever */
@@ -205,9 +205,9 @@ static void check_rnr(void)
 	SVT_EQ(svt_poll_for(p.a.cq, &wc, 1, 200), 0);
 	SVT_CHECK(svt_now_ns() - t0 >= 200000000ull);
 	SVT_EQ(svt_post_recv(&p.b, 0, 0, 0, 60), 0);
-	wc = svt_poll1(p.a.cq, 5000);
+	wc = svt_poll1(p.a.cq, 20000);
 	SVT_EQ(wc.status, IBV_WC_SUCCESS);
-	wc = svt_poll1(p.b.cq, 5000);
+	wc = svt_poll1(p.b.cq, 20000);
 	SVT_EQ(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
 	SVT_EQ(wc.imm_data, htonl(77));
 	SVT_EQ(wc.wr_id, 60);
@@ -240,13 +240,13 @@ static void check_sq_occupancy(void)
 			      p.bi.addr, p.bi.rkey, 0, IBV_SEND_SIGNALED, 3), 0);
 	SVT_EQ(svt_post_write(&p.a, IBV_WR_RDMA_WRITE, (uintptr_t)p.a.buf, 8, p.a.mr->lkey,
 			      p.bi.addr, p.bi.rkey, 0, IBV_SEND_SIGNALED, 4), ENOMEM);
-	wc = svt_poll1(p.a.cq, 2000);	/* polling the signalled one frees all four */
+	wc = svt_poll1(p.a.cq, 20000);	/* polling the signalled one frees all four */
 	SVT_EQ(wc.wr_id, 3);
 	for (uint64_t i = 0; i < 4; i++)
 		SVT_EQ(svt_post_write(&p.a, IBV_WR_RDMA_WRITE, (uintptr_t)p.a.buf, 8,
 				      p.a.mr->lkey, p.bi.addr, p.bi.rkey, 0,
 				      i == 3 ? IBV_SEND_SIGNALED : 0, 10 + i), 0);
-	SVT_EQ(svt_poll1(p.a.cq, 2000).wr_id, 13);
+	SVT_EQ(svt_poll1(p.a.cq, 20000).wr_id, 13);
 	pair_down(&p);
 	printf("send-queue occupancy: ok\n");
 }

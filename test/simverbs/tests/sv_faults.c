@@ -59,12 +59,12 @@ static void child_main(const char *dev, bool with_channel)
 		SVT_EQ(ibv_get_cq_event(ch, &cq, &cctx), 0);
 		SVT_CHECK(cq == e.cq && cctx == &e);
 		ibv_ack_cq_events(cq, 1);
-		SVT_EQ(svt_poll1(e.cq, 1000).opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+		SVT_EQ(svt_poll1(e.cq, 20000).opcode, IBV_WC_RECV_RDMA_WITH_IMM);
 	} else if (cmd == 'q') {	/* our QP was forced into error */
 		struct ibv_async_event ev;
 		struct ibv_wc wc;
 
-		wc = svt_poll1(e.cq, 5000);
+		wc = svt_poll1(e.cq, 20000);
 		SVT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
 		SVT_EQ(ibv_get_async_event(e.ctx, &ev), 0);
 		SVT_EQ(ev.event_type, IBV_EVENT_QP_FATAL);

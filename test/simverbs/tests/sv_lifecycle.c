@@ -135,7 +135,7 @@ static void check_kill9(void)
 
 	SVT_EQ(svt_post_write(&e, IBV_WR_RDMA_WRITE, (uintptr_t)e.buf, 64, e.mr->lkey, vi.addr,
 			      vi.rkey, 0, IBV_SEND_SIGNALED, 1), 0);
-	SVT_EQ(svt_poll1(e.cq, 2000).status, IBV_WC_SUCCESS);
+	SVT_EQ(svt_poll1(e.cq, 20000).status, IBV_WC_SUCCESS);
 	SVT_CHECK(seg_exists(vi.qpn));
 	kill(pid, SIGKILL);
 	SVT_EQ(svt_wait_child(pid), 128 + SIGKILL);
@@ -157,7 +157,7 @@ static void check_kill9(void)
 	}
 	SVT_EQ(svt_post_write(&e, IBV_WR_RDMA_WRITE, (uintptr_t)e.buf, 64, e.mr->lkey, vi.addr,
 			      vi.rkey, 0, IBV_SEND_SIGNALED, 3), 0);
-	SVT_EQ(svt_poll1(e.cq, 2000).status, IBV_WC_SUCCESS);
+	SVT_EQ(svt_poll1(e.cq, 20000).status, IBV_WC_SUCCESS);
 	kill(pid, SIGKILL);
 	SVT_EQ(svt_wait_child(pid), 128 + SIGKILL);
 	close(P.rd);

@@ -190,9 +190,9 @@ static void check_wr_api(void)
 	ibv_wr_send(x);
 	ibv_wr_set_inline_data(x, "hello", 6);
 	SVT_EQ(ibv_wr_complete(x), 0);
-	SVT_EQ(svt_poll1(a.cq, 2000).wr_id, 2);
+	SVT_EQ(svt_poll1(a.cq, 20000).wr_id, 2);
 	{
-		struct ibv_wc wc = svt_poll1(b.cq, 2000);
+		struct ibv_wc wc = svt_poll1(b.cq, 20000);
 
 		SVT_EQ(wc.wr_id, 5);
 		SVT_EQ(wc.byte_len, 6);

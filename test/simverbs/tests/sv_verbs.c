@@ -72,7 +72,7 @@ static void check_state_machine(struct svt_ep *a, struct svt_ep *b)
 	at.qp_state = IBV_QPS_ERR;
 	SVT_EQ(ibv_modify_qp(a->qp, &at, IBV_QP_STATE), 0);
 	{
-		struct ibv_wc wc = svt_poll1(a->cq, 1000);
+		struct ibv_wc wc = svt_poll1(a->cq, 20000);
 
 		SVT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
 		SVT_EQ(wc.wr_id, 1);
