@@ -108,7 +108,7 @@ else
 fi
 
 pvm=$(field "$SV_TMP/pvm" pvm_bw median_GBps)
-call=$(field "$SV_TMP/pvm" pvm_call median_ns)
+call=$(field "$SV_TMP/pvm" pvm_call median_ns) callc=$(field "$SV_TMP/pvm" pvm_call cpu_ns)
 raw=$(field "$SV_TMP/raw" write_bw median_GBps)
 lat=$(field "$SV_TMP/raw" write_lat median_us)
 imm=$(field "$SV_TMP/raw" imm_lat median_us)
@@ -129,7 +129,8 @@ printf '  %-44s %10s GB/s vs %s GB/s: median ratio %s\n' \
 	"  same, per CPU second of the writer" "${rrawc:-n/a}" "${rpvmc:-n/a}" "${rcratio:-n/a}"
 printf '  %-44s %10s GB/s   ratio to ceiling %s\n' "perftest ib_write_bw 4 MiB (BW average)" \
 	"${pt_bw:-n/a}" "$(ratio "$pt_bw" "$pvm")"
-printf '  %-44s %10s ns\n' "process_vm_writev 8 B, one call (floor)" "${call:-n/a}"
+printf '  %-44s %10s ns     (%s ns of CPU)\n' "process_vm_writev 8 B, one call (floor)" "${call:-n/a}" \
+	"${callc:-n/a}"
 printf '  %-44s %10s us     (target < 3 us)\n' "sv-rawbench RDMA WRITE 8 B ping-pong" "${lat:-n/a}"
 printf '  %-44s %10s us\n' "sv-rawbench WRITE_WITH_IMM 8 B ping-pong" "${imm:-n/a}"
 printf '  %-44s %10s us\n' "perftest ib_write_lat 8 B (t_typical)" "${pt_lat:-n/a}"

@@ -5,7 +5,7 @@
  * scheme as sv-rawbench, so fabric-bench.sh can print the fabric's share of it from one run.
  *
  * Output (one line per figure, key=value, GB/s = 1e9 bytes/s):
- *   pvm_call size=8 iters=<n> reps=<r> median_ns=<x> min_ns=<x> max_ns=<x>
+ *   pvm_call size=8 iters=<n> reps=<r> median_ns=<x> min_ns=<x> max_ns=<x> cpu_ns=<x>
  *   pvm_bw size=<bytes> iters=<n> reps=<r> median_GBps=<x> min_GBps=<x> max_GBps=<x> cpu_GBps=<x>
  * pvm_call is the cost of one 8-byte process_vm_writev: the floor of a fabric write's latency.
  * cpu_GBps is bytes per CPU second of the writing process (median), which other load on the
@@ -133,12 +133,12 @@ static int call_cost(const struct pvm_hello *h, uint8_t *src, unsigned iters, un
 {
 	struct iovec l = { .iov_base = src, .iov_len = 8 };
 	struct iovec r = { .iov_base = (void *)(uintptr_t)h->addr, .iov_len = 8 };
-	double *ns = calloc(reps, sizeof(*ns));
+	double *ns = calloc(2 * (size_t)reps, sizeof(*ns)), *cpu = ns + reps;
 
 	if (!ns)
 		return -1;
 	for (unsigned rep = 0; rep < reps; rep++) {
-		uint64_t t0 = sb_now_ns();
+		uint64_t t0 = sb_now_ns(), c0 = sb_cpu_ns();
 
 		for (unsigned i = 0; i < iters; i++) {
 			if (process_vm_writev(h->pid, &l, 1, &r, 1, 0) != 8) {
@@ -148,9 +148,11 @@ static int call_cost(const struct pvm_hello *h, uint8_t *src, unsigned iters, un
 			}
 		}
 		ns[rep] = (double)(sb_now_ns() - t0) / iters;
+		cpu[rep] = (double)(sb_cpu_ns() - c0) / iters;
 	}
-	printf("pvm_call size=8 iters=%u reps=%u median_ns=%.0f min_ns=%.0f max_ns=%.0f\n", iters,
-	       reps, sb_median(ns, reps), sb_min(ns, reps), sb_max(ns, reps));
+	printf("pvm_call size=8 iters=%u reps=%u median_ns=%.0f min_ns=%.0f max_ns=%.0f "
+	       "cpu_ns=%.0f\n", iters, reps, sb_median(ns, reps), sb_min(ns, reps),
+	       sb_max(ns, reps), sb_median(cpu, reps));
 	free(ns);
 	return 0;
 }
