@@ -12,8 +12,8 @@
 # build/bench/bench.svg and build/bench/*.csv. Exit status: non-zero when a
 # run fails or a result is wrong (speed targets are reported, not enforced).
 #
-# Environment: NV_BUILD_DIR (default build/), NB_QUICK=1 (fewer repetitions),
-# NB_DEV (plugin device index, default 0), NB_RAW_DEV (verbs device for the
+# Environment: NV_BUILD_DIR (default build/), NB_QUICK=1 (fewer rounds),
+# NB_ROUNDS (rounds of (a)-(d), default 5), NB_DEV (plugin device index, default 0), NB_RAW_DEV (verbs device for the
 # raw benchmark), NB_SKIP_SETUP=1 (use the existing build as is).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -53,9 +53,10 @@ if [ "$ll" = Ethernet ]; then
 fi
 
 if [ "${NB_QUICK:-0}" = 1 ]; then
-	reps=3; bw_iters=10; lat_iters=500; ar_iters=3; sweep="-b 8 -e 16M -f 8 -n 5 -w 1"
+	rounds=3; bw_iters=20; lat_iters=1000; ar_iters=3; sweep="-b 8 -e 16M -f 8 -n 5 -w 1"
 else
-	reps=5; bw_iters=50; lat_iters=5000; ar_iters=10; sweep="-b 8 -e 64M -f 4 -n 10 -w 2"
+	rounds=${NB_ROUNDS:-5}; bw_iters=100; lat_iters=5000; ar_iters=10
+	sweep="-b 8 -e 64M -f 4 -n 10 -w 2"
 fi
 nb=("$BENCH" -p "$PLUGIN" -d "${NB_DEV:-0}" --timeout 300)
 status=0
@@ -78,28 +79,41 @@ verdict() {	# verdict RATIO OP TARGET
 		ok = (op == ">=") ? (r + 0 >= t) : (r + 0 <= t); print ok ? "met" : "MISSED" }'
 }
 
-step "(a) raw RDMA WRITE bandwidth, 4 MiB: sv-rawbench -d $raw_dev ${raw_gid[*]} -t bw -S 4194304 -r $reps"
-timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t bw -S 4194304 -r "$reps" | tee "$out/raw-bw.txt" ||
-	status=1
-a=$(field "$out/raw-bw.txt" write_bw median_GBps)
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2];
+	else printf "%.4g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-step "(b) plugin sendrecv, 4 MiB: nccl-net-bench -t sendrecv -b 4M -e 4M -n $bw_iters -R $reps"
-"${nb[@]}" -t sendrecv -b 4M -e 4M -n "$bw_iters" -w 5 -R "$reps" --csv "$out/sendrecv-4M.csv" ||
-	status=1
-b=$(csvcol "$out/sendrecv-4M.csv" sendrecv 4194304 busbw_GBps)
+# One round = (a), (b), (c), (d) back to back; several rounds interleave the raw
+# and the plugin runs so that load from elsewhere hits both alike; medians.
+: >"$out/a.txt"; : >"$out/b.txt"; : >"$out/c.txt"; : >"$out/craw.txt"; : >"$out/d.txt"
+for round in $(seq 1 "$rounds"); do
+	q=(); [ "$round" = 1 ] || q=(-q)
+	step "round $round/$rounds (a) raw RDMA WRITE 4 MiB: sv-rawbench -d $raw_dev ${raw_gid[*]} -t bw -S 4194304 -r 1"
+	timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t bw -S 4194304 -r 1 >"$out/raw-bw.txt" || status=1
+	cat "$out/raw-bw.txt"
+	field "$out/raw-bw.txt" write_bw median_GBps >>"$out/a.txt"
 
-step "(c) latency, 8 B: raw sv-rawbench -t imm -r $reps, then nccl-net-bench -t latency -b 8 -e 8 -n $lat_iters -R $reps"
-timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t imm -r "$reps" | tee "$out/raw-lat.txt" ||
-	status=1
-craw=$(field "$out/raw-lat.txt" imm_lat median_us)
-"${nb[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 -R "$reps" --csv "$out/latency-8.csv" ||
-	status=1
-c=$(csvcol "$out/latency-8.csv" latency 8 time_us)
+	step "round $round/$rounds (b) plugin sendrecv 4 MiB: nccl-net-bench -t sendrecv -b 4M -e 4M -n $bw_iters -w 5"
+	"${nb[@]}" "${q[@]}" -t sendrecv -b 4M -e 4M -n "$bw_iters" -w 5 --csv "$out/sendrecv-4M-$round.csv" ||
+		status=1
+	csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 busbw_GBps >>"$out/b.txt"
 
-step "(d) 2-rank ring allreduce, 64 MiB: nccl-net-bench -t allreduce -b 64M -e 64M -n $ar_iters -R $reps"
-"${nb[@]}" -t allreduce -b 64M -e 64M -n "$ar_iters" -w 2 -R "$reps" --csv "$out/allreduce-64M.csv" ||
-	status=1
-d=$(csvcol "$out/allreduce-64M.csv" allreduce 67108864 busbw_GBps)
+	step "round $round/$rounds (c) 8 B latency: sv-rawbench -t imm -n $lat_iters -r 1; nccl-net-bench -t latency -b 8 -e 8 -n $lat_iters"
+	timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t imm -n "$lat_iters" -r 1 >"$out/raw-lat.txt" ||
+		status=1
+	cat "$out/raw-lat.txt"
+	field "$out/raw-lat.txt" imm_lat median_us >>"$out/craw.txt"
+	"${nb[@]}" "${q[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 --csv "$out/latency-8-$round.csv" ||
+		status=1
+	csvcol "$out/latency-8-$round.csv" latency 8 time_us >>"$out/c.txt"
+
+	step "round $round/$rounds (d) allreduce 64 MiB: nccl-net-bench -t allreduce -b 64M -e 64M -n $ar_iters -w 1"
+	"${nb[@]}" "${q[@]}" -t allreduce -b 64M -e 64M -n "$ar_iters" -w 1 --csv "$out/allreduce-64M-$round.csv" ||
+		status=1
+	csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 busbw_GBps >>"$out/d.txt"
+done
+a=$(median <"$out/a.txt"); b=$(median <"$out/b.txt"); c=$(median <"$out/c.txt")
+craw=$(median <"$out/craw.txt"); d=$(median <"$out/d.txt")
+for m in a b c craw d; do echo "  $m per round: $(tr '\n' ' ' <"$out/$m.txt")"; done
 
 step "sweep for the plot: nccl-net-bench -t all $sweep"
 "${nb[@]}" -t all $sweep --csv "$out/sweep.csv" --plot "$out/bench.svg" || status=1

@@ -469,9 +469,15 @@ static int nb_progress(struct nb_engine *e, struct nb_stream *streams, int n)
 	return 0;
 }
 
-/* Like NCCL's progress thread: poll until done, yield the CPU after an idle pass. */
+/*
+ * Poll until done. After yield_us of passes without progress, yield the CPU
+ * on every idle pass (NCCL's proxy thread yields at once when idle; a short
+ * spin first keeps small-message latency when the CPU is free).
+ */
 int nb_run(struct nb_engine *e, struct nb_stream *streams, int n)
 {
+	double idle_since = 0;
+
 	for (;;) {
 		uint64_t events = e->events;
 
@@ -479,10 +485,18 @@ int nb_run(struct nb_engine *e, struct nb_stream *streams, int n)
 			return -1;
 		if (nb_all_done(e, streams, n))
 			return 0;
-		if (events == e->events) {
+		if (events != e->events) {
+			idle_since = 0;
+		} else {
 			e->idle++;
-			if (e->yield)
-				sched_yield();
+			if (e->yield_us >= 0) {
+				double now = e->yield_us > 0 ? nb_now() : 0;
+
+				if (idle_since == 0)
+					idle_since = now;
+				if (now - idle_since >= e->yield_us * 1e-6)
+					sched_yield();
+			}
 		}
 		e->polls++;
 		if ((e->polls & 1023) == 0 && nb_past_deadline("data transfer"))

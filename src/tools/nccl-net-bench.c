@@ -88,8 +88,9 @@ static void nb_usage(FILE *f)
 "                        NCCL_NET_FORCE_FLUSH=1)\n"
 "      --csv FILE        write results as CSV\n"
 "      --plot FILE.svg   draw bus bandwidth against message size\n"
-"      --yield 0|1       sched_yield() after a progress pass without progress, like\n"
-"                        NCCL's proxy thread (default 1; 0 = spin)\n"
+"      --yield US        after US microseconds without progress, sched_yield() on\n"
+"                        each idle pass (default 0 = at once, like NCCL's\n"
+"                        proxy thread; -1 = always spin)\n"
 "      --stats           per rank: time in streams vs in plugin calls, idle passes\n"
 "  -q, --quiet           only summary lines and errors\n"
 "  -T, --timeout SEC     end the whole run with an error after SEC (default 600)\n"
@@ -164,7 +165,7 @@ static int nb_opt_one(struct nb_opts *o, int ch, const char *arg)
 	case 'q': o->quiet = 1; return 0;
 	case 'T': o->timeout = atof(arg); return 0;
 	case 'l': o->list = 1; return 0;
-	case 8: o->yield = atoi(arg); return 0;
+	case 8: o->yield_us = atoi(arg); return 0;
 	case 9: o->stats = 1; return 0;
 	default: return -1;
 	}
@@ -209,7 +210,7 @@ static int nb_opts_parse(struct nb_opts *o, int argc, char **argv)
 	o->check = 1;
 	o->rank = -1;
 	o->flush = -1;
-	o->yield = 1;
+	o->yield_us = 0;
 	o->timeout = 600;
 	o->buffsize = 4 << 20;
 	if (bs && *bs && nb_parse_size(bs, &o->buffsize) != 0)
@@ -438,7 +439,7 @@ static int nb_rank_main(const struct nb_opts *o, const char *host, int port, int
 	e.oob = &oob;
 	e.dev = o->dev;
 	e.buffsize = o->buffsize;
-	e.yield = o->yield;
+	e.yield_us = o->yield_us;
 	e.stats = o->stats;
 	c.e = &e;
 	c.o = o;

@@ -183,7 +183,7 @@ struct nb_engine {
 	int nconns;
 	uint64_t polls;
 	uint64_t events;		/* progress made (posts, completions, steps) */
-	int yield;			/* sched_yield() after a pass without progress */
+	int yield_us;			/* idle spin before sched_yield(); -1 never */
 	int stats;			/* time the passes (--stats) */
 	double t_exec, t_net;		/* seconds in streams / in plugin calls */
 	uint64_t idle;			/* passes without progress */
@@ -228,7 +228,7 @@ struct nb_opts {
 	int quiet;
 	double timeout;
 	int list;
-	int yield;
+	int yield_us;
 	int stats;
 };
 
