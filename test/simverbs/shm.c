@@ -210,6 +210,7 @@ static struct sv_fabric *sv_fabric_open(void)
 			shm_unlink(sv_g.shm_name);
 			return NULL;
 		}
+		sv_g.fab_ino = fstat(fd, &st) ? 0 : st.st_ino;
 		f = sv_seg_mmap(fd, size);
 		if (f)
 			sv_fabric_init(f, size);
@@ -227,6 +228,7 @@ static struct sv_fabric *sv_fabric_open(void)
 		errno = EPROTO;
 		return NULL;
 	}
+	sv_g.fab_ino = st.st_ino;
 	f = sv_seg_mmap(fd, size);
 	for (int i = 0; f && i < 2000 && !atomic_load_explicit(&f->ready, memory_order_acquire); i++)
 		usleep(1000);
@@ -236,6 +238,31 @@ static struct sv_fabric *sv_fabric_open(void)
 		return NULL;
 	}
 	return f;
+}
+
+/* Our segment is still the one the fabric name refers to (a GC by another
+ * process may have unlinked it between our open and our registration). */
+static bool sv_still_named(void)
+{
+	struct stat st;
+	int fd = shm_open(sv_g.shm_name, O_RDONLY, 0);
+	bool same;
+
+	if (fd < 0)
+		return false;
+	same = !fstat(fd, &st) && st.st_ino == sv_g.fab_ino;
+	close(fd);
+	return same;
+}
+
+static int sv_unregister_proc(void)
+{
+	if (!sv_lock()) {
+		atomic_store(&sv_g.fab->procs[sv_g.proc_slot].pid, 0);
+		sv_unlock();
+	}
+	sv_g.proc_slot = -1;
+	return EAGAIN;
 }
 
 static int sv_register_proc(void)
@@ -254,7 +281,7 @@ static int sv_register_proc(void)
 			atomic_store(&f->procs[i].pid, sv_g.pid);
 			sv_g.proc_slot = i;
 			sv_unlock();
-			return 0;
+			return sv_still_named() ? 0 : sv_unregister_proc();
 		}
 	}
 	sv_unlock();

@@ -357,6 +357,7 @@ struct sv_global {
 	pthread_mutex_t lock;		/* local object lists, attach */
 	struct sv_fabric *fab;
 	size_t fab_size;
+	ino_t fab_ino;			/* identity of the segment we mapped */
 	char fabric_name[128];
 	char shm_name[160];
 	char dir[256];			/* /tmp/simverbs-<uid>/<fabric> */
