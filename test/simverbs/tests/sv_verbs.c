@@ -201,6 +201,34 @@ static void check_objects(struct svt_ep *a)
 			  "transport retry counter exceeded"));
 }
 
+/* QPs on port 2 of a two-port RoCE device, connected to each other. */
+static void loopback_port2(const char *dev)
+{
+	struct svt_ep a, b;
+	struct svt_info ai, bi;
+	struct ibv_wc wc;
+
+	svt_ep_init(&a, dev, 16, 16, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	svt_ep_init(&b, dev, 16, 16, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	a.port = b.port = 2;
+	SVT_EQ(ibv_query_port(a.ctx, 2, &a.pattr), 0);
+	b.pattr = a.pattr;
+	ai = svt_ep_info(&a);
+	bi = svt_ep_info(&b);
+	SVT_EQ(ibv_query_gid(a.ctx, 2, a.gid_index, &ai.gid), 0);
+	bi.gid = ai.gid;
+	svt_connect(&a, &bi, 14, 7);
+	svt_connect(&b, &ai, 14, 7);
+	memset(a.buf, 7, 64);
+	SVT_EQ(svt_post_write(&a, IBV_WR_RDMA_WRITE, (uintptr_t)a.buf, 64, a.mr->lkey, bi.addr,
+			      bi.rkey, 0, IBV_SEND_SIGNALED, 1), 0);
+	wc = svt_poll1(a.cq, 20000);
+	SVT_EQ(wc.status, IBV_WC_SUCCESS);
+	SVT_EQ(b.buf[63], 7);
+	svt_ep_fini(&a);
+	svt_ep_fini(&b);
+}
+
 /* In a child with its own fabric: SIMVERBS_DEVICES / SIMVERBS_CONFIG. */
 static void config_child(bool use_file)
 {
@@ -254,6 +282,8 @@ static void config_child(bool use_file)
 	errno = 0;
 	SVT_CHECK(!ibv_create_qp(e.pd, &qa) && errno == EINVAL);
 	svt_ep_fini(&e);
+	if (!use_file)
+		loopback_port2("cfg1");
 	if (use_file)
 		unlink(path);
 	exit(0);
