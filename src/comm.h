@@ -40,6 +40,7 @@
 #define NV_RECV_QP_SEND_WR 256			/* send queue depth, receiver QPs (CTS) */
 #define NV_RECV_QP_RECV_WR (2 * NV_MAX_REQUESTS) /* >= one RECV per outstanding irecv */
 #define NV_CTS_SIGNAL_EVERY 16			/* receiver signals every Nth CTS per QP */
+#define NV_MIN_QP_WR (2 * (NV_MAX_RECVS + 1))	/* smallest send queue that always progresses */
 #define NV_CQ_POLL_BATCH 16
 #define NV_CHUNK_ALIGN 128			/* multi-QP split granularity */
 #define NV_LIVENESS_NS 100000000ull		/* socket liveness check while waiting */
@@ -145,6 +146,8 @@ struct nv_comm_dev {
 	struct ibv_mr *ctrl_mr;		/* control region on this device */
 	struct nv_gid_info gid;		/* local GID used on this device */
 	struct ibv_qp *flush_qp;	/* receiver, GDR flush only */
+	int flush_max;			/* its send queue depth */
+	int flush_outstanding;		/* flush READs posted, not yet completed */
 };
 
 struct nv_comm_qp {
@@ -156,6 +159,8 @@ struct nv_comm_qp {
 	int max_wr;			/* send queue depth */
 	int outstanding;		/* WRs posted and not yet retired by a signalled CQE */
 	int unsignalled;		/* receiver: CTS since the last signalled one */
+	int max_recv;			/* receive queue depth (receiver) */
+	int recv_outstanding;		/* RECVs posted and not yet completed */
 };
 
 enum nv_comm_type { NV_COMM_LISTEN = 1, NV_COMM_SEND, NV_COMM_RECV };

@@ -107,6 +107,8 @@ static void nv_recv_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 	const struct nv_recv_ctrl *ctrl = c->ctrl;
 	int i;
 
+	c->qps[NV_WRID_QP(wc->wr_id) % (unsigned)c->nqps].recv_outstanding--;
+
 	if (r->nreqs == 1 && (wc->wc_flags & IBV_WC_WITH_IMM)) {
 		uint32_t n = ntohl(wc->imm_data);
 
@@ -147,6 +149,8 @@ static void nv_wc_dispatch(struct nv_comm *c, const struct ibv_wc *wc)
 		break;
 	case NV_WR_FLUSH: {
 		struct nv_request *r = &c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq];
+
+		c->dev[NV_WRID_QP(wc->wr_id) % (unsigned)c->ndevs].flush_outstanding--;
 
 		if (--r->pending == 0)
 			r->done = 1;
@@ -450,7 +454,8 @@ static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *
 	wr.wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
 	wr.wr_id = NV_WRID(NV_WR_CTS, 0, qi, slot); /* nwr 0 unless signalled below */
 	q->outstanding++;
-	if (++q->unsignalled >= NV_CTS_SIGNAL_EVERY) {
+	/* Signal often enough that a small send queue still drains (never all unsignalled). */
+	if (++q->unsignalled >= NV_CTS_SIGNAL_EVERY || q->unsignalled * 2 >= q->max_wr) {
 		wr.send_flags = IBV_SEND_SIGNALED;
 		wr.wr_id = NV_WRID(NV_WR_CTS, q->unsignalled, qi, slot);
 		q->unsignalled = 0;
@@ -470,11 +475,12 @@ static nv_status_t nv_recv_post(struct nv_recv_comm *rc, struct nv_request *req)
 	int i;
 
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = NV_WRID(NV_WR_RECV, 0, 0, req->idx);
 	for (i = 0; i < c->nq; i++) {
-		struct nv_comm_qp *q =
-			&c->qps[(req->seq * (uint64_t)c->nq + (uint64_t)i) % (uint64_t)c->nqps];
+		uint32_t qi = (uint32_t)((req->seq * (uint64_t)c->nq + (uint64_t)i) % (uint64_t)c->nqps);
+		struct nv_comm_qp *q = &c->qps[qi];
 
+		wr.wr_id = NV_WRID(NV_WR_RECV, 0, qi, req->idx);
+		q->recv_outstanding++;
 		if (nv_ibv_post_recv(q->qp, &wr, &bad) != NV_OK) {
 			nv_comm_fail(c, NV_ERR_SYSTEM, "posting a receive on QP 0x%x (from %s) "
 				     "failed", q->qp->qp_num, c->peer);
@@ -486,13 +492,29 @@ static nv_status_t nv_recv_post(struct nv_recv_comm *rc, struct nv_request *req)
 	return NV_OK;
 }
 
+/* Room for the next irecv: one CTS on its CTS QP, one RECV on each data QP. */
+static int nv_recv_room(struct nv_recv_comm *rc)
+{
+	const struct nv_comm *c = &rc->base;
+	const struct nv_comm_qp *q = &c->qps[rc->head % (uint64_t)c->nqps];
+	int i;
+
+	if (q->outstanding + 1 > q->max_wr)
+		return 0;
+	for (i = 0; i < c->nq; i++) {
+		q = &c->qps[(rc->head * (uint64_t)c->nq + (uint64_t)i) % (uint64_t)c->nqps];
+		if (q->recv_outstanding + 1 > q->max_recv)
+			return 0;
+	}
+	return 1;
+}
+
 nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			 void **mhandles, void **request)
 {
 	struct nv_recv_comm *rc = recv_comm;
 	struct nv_comm *c = &rc->base;
 	struct nv_cts_entry *e;
-	struct nv_comm_qp *cq_qp;
 	struct nv_request *req;
 	nv_status_t st;
 	int i, d;
@@ -506,9 +528,7 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 			NV_MAX_RECVS);
 		return NV_ERR_INVALID;
 	}
-	cq_qp = &c->qps[rc->head % (uint64_t)c->nqps];
-	if (cq_qp->outstanding + 1 > cq_qp->max_wr &&
-	    (nv_comm_progress(c) != NV_OK || cq_qp->outstanding + 1 > cq_qp->max_wr))
+	if (!nv_recv_room(rc) && (nv_comm_progress(c) != NV_OK || !nv_recv_room(rc)))
 		return c->error;
 	req = nv_req_get(c, NV_REQ_RECV);
 	if (!req)
@@ -542,6 +562,30 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	return NV_OK;
 }
 
+static nv_status_t nv_flush_room(struct nv_comm *c)
+{
+	uint64_t deadline = 0;
+	int d;
+
+	for (d = 0; d < c->ndevs; d++) {
+		while (c->dev[d].flush_outstanding >= c->dev[d].flush_max ||
+		       c->free_head < 0) {
+			if (nv_comm_progress(c) != NV_OK)
+				return c->error;
+			if (!deadline)
+				deadline = nv_now_ns() + (uint64_t)nv_connect_timeout_ms() * 1000000ull;
+			if (nv_now_ns() > deadline) {
+				nv_comm_fail(c, NV_ERR_SYSTEM, "GPU flush on %s: %d flushes or all "
+					     "requests still outstanding after %d ms",
+					     c->dev[d].hca->name, c->dev[d].flush_outstanding,
+					     nv_connect_timeout_ms());
+				return c->error;
+			}
+		}
+	}
+	return NV_OK;
+}
+
 nv_status_t nv_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
 			  void **request)
 {
@@ -566,16 +610,19 @@ nv_status_t nv_net_iflush(void *recv_comm, int n, void **data, int *sizes, void 
 	if (last < 0)
 		return NV_OK; /* nothing in GPU memory: no flush needed */
 	mh = mhandles[last];
-	req = nv_req_get(c, NV_REQ_FLUSH);
-	if (!req)
-		return NV_OK;
+	/* A NULL request would mean "no flush needed", so wait for room instead (the
+	 * loopback READs complete in microseconds; bounded by the connect timeout). */
+	st = nv_flush_room(c);
+	if (st != NV_OK)
+		return st;
+	req = nv_req_get(c, NV_REQ_FLUSH); /* nv_flush_room made sure there is one */
 	req->mem_kind = (uint8_t)mh->kind;
 	for (d = 0; d < c->ndevs; d++) {
 		memset(&wr, 0, sizeof(wr));
 		sge.addr = (uintptr_t)&((struct nv_recv_ctrl *)c->ctrl)->flush_word;
 		sge.length = 1;
 		sge.lkey = c->dev[d].ctrl_mr->lkey;
-		wr.wr_id = NV_WRID(NV_WR_FLUSH, 1, 0, req->idx);
+		wr.wr_id = NV_WRID(NV_WR_FLUSH, 1, d, req->idx);
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
 		wr.opcode = IBV_WR_RDMA_READ;
@@ -588,6 +635,7 @@ nv_status_t nv_net_iflush(void *recv_comm, int n, void **data, int *sizes, void 
 			return c->error;
 		}
 		req->pending++;
+		c->dev[d].flush_outstanding++;
 	}
 	*request = req;
 	return NV_OK;

@@ -159,9 +159,18 @@ nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps)
 
 		if (wr > d->hca->attr.max_qp_wr)
 			wr = d->hca->attr.max_qp_wr;
+		if (wr < NV_MIN_QP_WR) {
+			NV_WARN("%s allows only %d work requests per QP; the plugin needs at least %d "
+				"(a grouped send of %d receives plus its completion, twice)",
+				d->hca->name, wr, NV_MIN_QP_WR, NV_MAX_RECVS);
+			return NV_ERR_SYSTEM;
+		}
 		q->dev = (uint8_t)(i % c->ndevs);
 		q->max_wr = wr;
-		st = nv_comm_qp_create(c, d, wr, send ? 1 : NV_RECV_QP_RECV_WR,
+		q->max_recv = send ? 1 : NV_RECV_QP_RECV_WR;
+		if (q->max_recv > d->hca->attr.max_qp_wr)
+			q->max_recv = d->hca->attr.max_qp_wr; /* irecv then waits for room */
+		st = nv_comm_qp_create(c, d, wr, q->max_recv,
 				       send ? IBV_ACCESS_REMOTE_WRITE
 					    : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
 				       &q->qp);
@@ -381,7 +390,9 @@ nv_status_t nv_comm_flush_qps(struct nv_comm *c)
 		struct nv_comm_dev *d = &c->dev[i];
 		struct ibv_qp_attr a;
 
-		st = nv_comm_qp_create(c, d, NV_MAX_REQUESTS, 1,
+		d->flush_max = NV_MAX_REQUESTS < d->hca->attr.max_qp_wr ? NV_MAX_REQUESTS
+									 : d->hca->attr.max_qp_wr;
+		st = nv_comm_qp_create(c, d, d->flush_max, 1,
 				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &d->flush_qp);
 		if (st != NV_OK)
 			return st;

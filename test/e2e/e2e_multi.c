@@ -5,7 +5,7 @@
  * connection and splits every message over them (NCCL_IB_QPS_PER_CONNECTION=3,
  * NCCL_IB_SPLIT_DATA_ON_QPS=1) while the receiver's own settings differ: the
  * receiver must follow the sender. A second run uses 4 QPs without split
- * (messages rotate over QPs).
+ * (messages rotate over QPs). Last, both again with 18-entry queues.
  */
 #include "config.h"
 
@@ -173,6 +173,7 @@ static int run(const char *hca, const char *qps, const char *split)
 
 int main(void)
 {
+	char fabric[256];
 	int failed = 0;
 
 	alarm(200);
@@ -183,5 +184,13 @@ int main(void)
 	failed += run("=simroce0", "3", "1") != 0;
 	failed += run("=simib0", "4", "0") != 0;
 	failed += run("=simroce0", "4", "0") != 0;
+	/* Send/receive queues of 18 WRs (the smallest the plugin accepts): posting must wait
+	 * for room instead of overflowing. A fabric of its own: limits are device config. */
+	snprintf(fabric, sizeof(fabric), "%s-q18", getenv("SIMVERBS_FABRIC") ?
+		 getenv("SIMVERBS_FABRIC") : "e2e-multi");
+	setenv("SIMVERBS_FABRIC", fabric, 1);
+	setenv("SIMVERBS_LIMITS", "max_qp_wr=18", 1);
+	failed += run("=simroce0", "3", "1") != 0;
+	failed += run("=simib0", "4", "0") != 0;
 	return failed ? 1 : 0;
 }
