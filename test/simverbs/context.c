@@ -149,6 +149,7 @@ static void sv_ctx_ops(struct sv_context *c)
 	c->vctx.query_port = sv_query_port_ex;
 	c->vctx.query_device_ex = sv_query_device_ex;
 	c->vctx.create_qp_ex = sv_create_qp_ex;
+	c->vctx.create_cq_ex = sv_create_cq_ex;
 	c->vctx.sz = sizeof(struct verbs_context);
 }
 

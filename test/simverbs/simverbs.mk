@@ -9,6 +9,7 @@ test_simverbs_libibverbs_la_SOURCES = \
 	test/simverbs/config.c \
 	test/simverbs/context.c \
 	test/simverbs/cq.c \
+	test/simverbs/cqx.c \
 	test/simverbs/engine.c \
 	test/simverbs/fault.c \
 	test/simverbs/gid.c \

@@ -265,7 +265,11 @@ struct sv_chan {
 struct sv_qp;
 
 struct sv_cq {
-	struct ibv_cq ibv;
+	union {
+		struct ibv_cq ibv;
+		struct ibv_cq_ex ibvx;	/* same prefix; ibv_create_cq_ex */
+	};
+	struct ibv_wc cur;		/* ibv_start_poll/next_poll entry */
 	struct sv_obj obj;
 	uint32_t slot;
 	uint32_t gen;
@@ -437,6 +441,9 @@ int sv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 void sv_qp_to_error(struct sv_qp *qp, bool async);
 void sv_qp_sync(struct sv_qp *qp);
 void sv_peer_unmap(struct sv_qp *qp);
+
+/* cqx.c */
+struct ibv_cq_ex *sv_create_cq_ex(struct ibv_context *ibctx, struct ibv_cq_init_attr_ex *attr);
 
 /* qpx.c */
 struct ibv_qp *sv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *attr);

@@ -142,6 +142,45 @@ static void sender(void)
 	svt_ep_fini(&e);
 }
 
+/* ibv_create_cq_ex: a second send CQ polled with ibv_start_poll & co. */
+static void check_cq_ex(struct svt_ep *a, const struct svt_info *bi)
+{
+	struct ibv_cq_init_attr_ex ca = { .cqe = 8, .wc_flags = IBV_WC_STANDARD_FLAGS };
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC, .cap = { 4, 1, 1, 1, 0 } };
+	struct ibv_cq_ex *cx;
+	struct ibv_qp *save = a->qp;
+	int n = 0;
+
+	ca.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	errno = 0;
+	SVT_CHECK(!ibv_create_cq_ex(a->ctx, &ca) && errno == EOPNOTSUPP);
+	ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+	cx = ibv_create_cq_ex(a->ctx, &ca);
+	SVT_CHECK(cx);
+	SVT_EQ(ibv_start_poll(cx, &(struct ibv_poll_cq_attr){ 0 }), ENOENT);
+	qa.send_cq = qa.recv_cq = ibv_cq_ex_to_cq(cx);
+	a->qp = ibv_create_qp(a->pd, &qa);
+	SVT_CHECK(a->qp);
+	/* an unconnected QP: to ERR, then posts flush into the extended CQ */
+	SVT_EQ(ibv_modify_qp(a->qp, &(struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR },
+			     IBV_QP_STATE), 0);
+	for (uint64_t i = 0; i < 3; i++)
+		SVT_EQ(svt_post_write(a, IBV_WR_RDMA_WRITE, (uintptr_t)a->buf, 8, a->mr->lkey,
+				      bi->addr, bi->rkey, 0, IBV_SEND_SIGNALED, 40 + i), 0);
+	SVT_EQ(ibv_start_poll(cx, &(struct ibv_poll_cq_attr){ 0 }), 0);
+	do {
+		SVT_EQ(cx->wr_id, 40 + (uint64_t)n);
+		SVT_EQ(cx->status, IBV_WC_WR_FLUSH_ERR);
+		SVT_EQ(ibv_wc_read_qp_num(cx), a->qp->qp_num);
+		n++;
+	} while (ibv_next_poll(cx) == 0);
+	ibv_end_poll(cx);
+	SVT_EQ(n, 3);
+	SVT_EQ(ibv_destroy_qp(a->qp), 0);
+	SVT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cx)), 0);
+	a->qp = save;
+}
+
 /* The ibv_wr_* API in one process, loopback. */
 static void check_wr_api(void)
 {
@@ -198,11 +237,12 @@ static void check_wr_api(void)
 		SVT_EQ(wc.byte_len, 6);
 	}
 	SVT_CHECK(!strcmp(b.buf + 8192, "hello"));
+	check_cq_ex(&a, &bi);
 	SVT_EQ(b.buf[4095], 0x42);
 	memset(&at, 0, sizeof(at));
 	svt_ep_fini(&a);
 	svt_ep_fini(&b);
-	printf("ibv_create_qp_ex + ibv_wr_* (write, inline send): ok\n");
+	printf("ibv_create_qp_ex + ibv_wr_* (write, inline send), ibv_create_cq_ex: ok\n");
 }
 
 /* Four threads post on four QPs sharing one send CQ; the main thread polls
