@@ -17,6 +17,11 @@ test_simverbs_libefa_la_LDFLAGS = $(SV_STANDIN_LDFLAGS) \
 	-Wl,--version-script=$(srcdir)/test/simverbs/standin/efa.map
 EXTRA_test_simverbs_libefa_la_DEPENDENCIES = $(srcdir)/test/simverbs/standin/efa.map
 EXTRA_DIST += test/simverbs/standin/mlx5.map test/simverbs/standin/efa.map
+# Opens the stand-ins by path and checks exports, symbol versions and "no capability" answers.
+check_PROGRAMS += test/simverbs/standin/standin-check
+test_simverbs_standin_standin_check_SOURCES = test/simverbs/standin/standin-check.c
+test_simverbs_standin_standin_check_LDADD = -ldl
+TESTS += test/simverbs/standin/standin-check
 
 # ---- raw fabric benchmarks ------------------------------------------------------------------
 # Linked against the system libibverbs; at run time LD_LIBRARY_PATH selects simverbs.

@@ -33,10 +33,18 @@ pt_run() {
 
 # PT_CLIENT_ENV (optional): VAR=value words put in the client's environment only.
 
-# pt_setup PROG: skips without perftest, requires simverbs, finds the RoCE GID index.
+# pt_setup PROG: skips without perftest, requires simverbs, checks that PROG loads the build
+# tree's libibverbs and stand-in libmlx5 / libefa (not the system's), finds the RoCE GID index.
 pt_setup() {
+	local lib where
 	sv_need_prog "$1" ibv_devinfo
 	sv_need_simverbs
+	if command -v ldd >/dev/null; then
+		for lib in libibverbs.so.1 libmlx5.so.1 libefa.so.1; do
+			where=$(ldd "$(command -v "$1")" | awk -v l="$lib" '$1 == l { print $3 }')
+			[ "$where" = "$SV_LIBDIR/$lib" ] || sv_fail "$1 loads $lib from '$where', not $SV_LIBDIR"
+		done
+	fi
 	PT_ROCE_GID=$(sv_roce_gid_index simroce0)
 	[ -n "$PT_ROCE_GID" ] || { sv_fail "simroce0: no IPv4-mapped RoCE v2 GID"; PT_ROCE_GID=0; }
 }
