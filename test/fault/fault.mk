@@ -83,3 +83,24 @@ check-tsan:
 EXTRA_CHECK_TARGETS += check-tsan
 .PHONY: check-tsan
 EXTRA_DIST += test/fault/tsan.sh
+
+# ---- memcheck (check-extra) ---------------------------------------------------
+# The single-process-data tests of the e2e suite and the fault tests under
+# valgrind memcheck (test/fault/valgrind.sh: errors and definite/indirect leaks
+# fail, simverbs' object report stays on). Not yet here: tests whose receive
+# buffers are written only by ANOTHER process (e2e_multi, the soak): memcheck
+# cannot see process_vm_writev from outside, see /work/notes/requests-for-S1.md
+# F-R2. e2e_versions (95 s under valgrind) is left out for time; e2e_loopback
+# covers the v6 and v12 tables.
+FAULT_VALGRIND_TESTS = test/e2e/e2e_loopback test/e2e/e2e_handshake test/e2e/e2e_kill \
+	test/e2e/e2e_errors test/e2e/e2e_vnic \
+	test/fault/fault_qp test/fault/fault_kill test/fault/fault_cycles \
+	test/fault/fault_handshake test/fault/fault_threads
+check-valgrind:
+	@if ! command -v valgrind >/dev/null 2>&1; then \
+	  echo "check-valgrind: SKIP (valgrind not installed)"; exit 0; fi; \
+	$(MAKE) $(AM_MAKEFLAGS) check TESTS="$(FAULT_VALGRIND_TESTS)" XFAIL_TESTS= \
+	  LOG_COMPILER="$(SHELL) $(abs_top_srcdir)/test/fault/valgrind.sh" \
+	  TEST_SUITE_LOG=test-suite-valgrind.log
+EXTRA_CHECK_TARGETS += check-valgrind
+.PHONY: check-valgrind

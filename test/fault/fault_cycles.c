@@ -133,10 +133,17 @@ int main(void)
 	FH_CHECK(b.fds == a.fds, "file descriptors leaked: %d -> %d", a.fds, b.fds);
 	FH_CHECK(b.shm == a.shm, "simverbs segments leaked: %d -> %d", a.shm, b.shm);
 	FH_CHECK(b.maps <= a.maps + 2, "mappings leaked: %d -> %d", a.maps, b.maps);
-	/* 64 KiB slack: far below one leaked comm per 10 cycles. */
-	FH_CHECK(b.heap <= a.heap + 65536, "heap grew by %zu bytes over %d cycles",
-		 b.heap - a.heap, n);
-	FH_CHECK(b.rss <= a.rss + 4096, "RSS grew by %ld kB over %d cycles", b.rss - a.rss, n);
+	/*
+	 * 64 KiB slack: far below one leaked comm per 10 cycles. Under valgrind
+	 * (fh_scale() > 1) malloc is valgrind's and RSS is mostly its own; memcheck's
+	 * leak report replaces these two checks there.
+	 */
+	if (fh_scale() <= 1.0) {
+		FH_CHECK(b.heap <= a.heap + 65536, "heap grew by %zu bytes over %d cycles",
+			 b.heap - a.heap, n);
+		FH_CHECK(b.rss <= a.rss + 4096, "RSS grew by %ld kB over %d cycles", b.rss - a.rss,
+			 n);
+	}
 	free(sbuf);
 	free(rbuf);
 	fh_close(&f);

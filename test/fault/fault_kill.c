@@ -20,7 +20,7 @@
 #include "comm.h"
 #include "fh.h"
 
-#define BOUND 15.0
+#define BOUND (15.0 * fh_scale())
 #define BIG (8u << 20)
 
 enum kcase { K_CONNECT, K_IDLE, K_TRANSFER };
@@ -55,6 +55,8 @@ static int child(struct fh *fp, enum kcase kc, int devidx, int in, int out)
 	}
 	FH_OK(fh_accept(&f, lc, &r, 30));
 	buf = aligned_alloc(4096, BIG);
+	FH_CHECK(buf != NULL, "out of memory");
+	memset(buf, 0, BIG);
 	mh = fh_reg(&f, r, buf, BIG);
 	fh_write_all(out, "R", 1);
 	for (;;) {
@@ -167,6 +169,8 @@ static void run(struct fh *f, int dev, const char *devname, enum kcase kc, struc
 	lq = ((struct nv_comm *)s)->qps[0].qp->qp_num;
 	rq = ((struct nv_comm *)s)->qps[0].rqpn;
 	buf = aligned_alloc(4096, BIG);
+	FH_CHECK(buf != NULL, "out of memory");
+	fh_fill(buf, BIG, 7);
 	mh = fh_reg(f, s, buf, BIG);
 	if (kc == K_TRANSFER) {
 		/* Some traffic first, so the kill lands while data moves. */
@@ -206,7 +210,7 @@ static void run(struct fh *f, int dev, const char *devname, enum kcase kc, struc
 		t0 = fh_now();
 		req = NULL;
 		r = f->net->isend(s, buf, BIG, 9, mh, NULL, &req);
-		FH_CHECK(r != ncclSuccess && !req && fh_now() - t0 < 1.0, "later isend not failing fast");
+		FH_CHECK(r != ncclSuccess && !req && fh_now() - t0 < 1.0 * fh_scale(), "later isend not failing fast");
 		FH_CHECK(fh_warn_find(w0, why, NULL) >= 0, "later call does not repeat '%s'", why);
 	}
 	FH_OK(f->net->deregMr(s, mh));

@@ -74,7 +74,7 @@ static void *xfer_main(void *arg)
 
 		fh_fill(sbuf, n, seed);
 		FH_OK(fh_xfer(&F, p->s, p->r, sbuf, smh, n, rbuf, rmh, MAXMSG, i % 7, &got,
-			      20 * (getenv("FH_TIME_SCALE") ? atoi(getenv("FH_TIME_SCALE")) : 1)));
+			      20 * fh_scale()));
 		FH_CHECK(got == (int)n && fh_check_pattern(rbuf, n, seed) == 0,
 			 "thread %d message %d: %d bytes of %zu, or corrupt", p->idx, i, got, n);
 	}
@@ -98,7 +98,7 @@ int main(void)
 	double t0;
 	int i, rc;
 
-	fh_watchdog(getenv("FH_TIME_SCALE") ? 900 : 120);
+	fh_watchdog(120);
 	if (m)
 		msgs = atoi(m);
 	rc = fh_open(&F);

@@ -41,6 +41,14 @@ void fh_log(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+double fh_scale(void)
+{
+	const char *s = getenv("FH_TIME_SCALE");
+	double v = s ? atof(s) : 1.0;
+
+	return v >= 1.0 ? v : 1.0;
+}
+
 static void fh_alarm(int sig)
 {
 	static const char msg[] = "[fault] FAIL: watchdog expired (the test hung)\n";
@@ -53,7 +61,7 @@ static void fh_alarm(int sig)
 void fh_watchdog(unsigned seconds)
 {
 	signal(SIGALRM, fh_alarm);
-	alarm(seconds);
+	alarm((unsigned)(seconds * fh_scale()));
 }
 
 void fh_fail(const char *file, int line, const char *fmt, ...)
@@ -257,12 +265,12 @@ int fh_dev_by_name(struct fh *f, const char *prefix)
 
 void fh_pair(struct fh *f, int dev, void **send, void **recv, double timeout_s)
 {
-	e2e_pair(&f->e2e, dev, send, recv, timeout_s);
+	e2e_pair(&f->e2e, dev, send, recv, timeout_s * fh_scale());
 }
 
 ncclResult_t fh_connect(struct fh *f, int dev, void *handle, void **send, double timeout_s)
 {
-	ncclResult_t r = e2e_connect_wait(&f->e2e, dev, handle, send, timeout_s);
+	ncclResult_t r = e2e_connect_wait(&f->e2e, dev, handle, send, timeout_s * fh_scale());
 
 	if (r == ncclSuccess && !*send)
 		FH_FAIL("connect did not finish nor fail in %.0f s", timeout_s);
@@ -271,7 +279,7 @@ ncclResult_t fh_connect(struct fh *f, int dev, void *handle, void **send, double
 
 ncclResult_t fh_accept(struct fh *f, void *listen, void **recv, double timeout_s)
 {
-	ncclResult_t r = e2e_accept_wait(&f->e2e, listen, recv, timeout_s);
+	ncclResult_t r = e2e_accept_wait(&f->e2e, listen, recv, timeout_s * fh_scale());
 
 	if (r == ncclSuccess && !*recv)
 		FH_FAIL("accept did not finish nor fail in %.0f s", timeout_s);
@@ -289,7 +297,7 @@ void *fh_reg(struct fh *f, void *comm, void *buf, size_t size)
 
 int fh_wait(struct fh *f, void *req, int *sizes, ncclResult_t *res, double timeout_s)
 {
-	double end = fh_now() + timeout_s;
+	double end = fh_now() + timeout_s * fh_scale();
 	int done = 0;
 
 	for (;;) {
@@ -304,7 +312,7 @@ int fh_wait(struct fh *f, void *req, int *sizes, ncclResult_t *res, double timeo
 ncclResult_t fh_xfer(struct fh *f, void *s, void *r, void *sbuf, void *smh, size_t ssize,
 		     void *rbuf, void *rmh, size_t rsize, int tag, int *got, double timeout_s)
 {
-	double end = fh_now() + timeout_s;
+	double end = fh_now() + timeout_s * fh_scale();
 	void *sreq = NULL, *rreq = NULL;
 	int sdone = 0, rdone = 0, size = 0;
 	ncclResult_t res;
@@ -416,7 +424,7 @@ int fh_write_all(int fd, const void *buf, size_t n)
 
 int fh_read_all(int fd, void *buf, size_t n, double timeout_s)
 {
-	double end = fh_now() + timeout_s;
+	double end = fh_now() + timeout_s * fh_scale();
 	char *p = buf;
 
 	while (n) {
@@ -439,7 +447,7 @@ int fh_read_all(int fd, void *buf, size_t n, double timeout_s)
 
 int fh_waitpid(pid_t pid, double timeout_s)
 {
-	double end = fh_now() + timeout_s;
+	double end = fh_now() + timeout_s * fh_scale();
 	int status;
 
 	for (;;) {

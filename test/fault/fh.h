@@ -7,6 +7,7 @@
  * path with a logger of its own: configuration tests need init's result
  * and the WARNs of a FAILING init, which e2e_open() treats as fatal.
  * Every wait is bounded: a hang is a test failure, never a driver timeout.
+ * Every time limit taken by fh (and fh_watchdog) is multiplied by fh_scale().
  *
  * Exit codes: 0 pass, 1 fail, 77 skip (no plugin / no device).
  */
@@ -51,6 +52,8 @@ void fh_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), noreturn));
 void fh_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double fh_now(void);
+/* Factor for time limits: FH_TIME_SCALE (set by check-valgrind / check-tsan), else 1. */
+double fh_scale(void);
 /* Hard time limit for the whole test (SIGALRM -> message, exit 1; children inherit none). */
 void fh_watchdog(unsigned seconds);
 
