@@ -311,6 +311,11 @@ int nv_hs_flush_out(struct nv_hs *hs, int fd)
 	if (rc < 0) {
 		snprintf(hs->why, sizeof(hs->why), "sending failed: %s (the peer went away)",
 			 strerror(-rc));
+		/* A peer that refused us usually said why before closing: prefer its reason. */
+		hs->in_off = 0;
+		hs->have_hdr = 0;
+		if (nv_hs_recv(hs, fd, NV_MSG_STATUS) == 1 && hs->hdr.type == NV_MSG_STATUS)
+			(void)nv_hs_status(hs);
 		return -1;
 	}
 	return rc;
