@@ -397,8 +397,10 @@ static int nv_con_resources(struct nv_connect_state *cs)
 		snprintf(cs->hs.why, sizeof(cs->hs.why), "local verbs resources (see above)");
 		return nv_con_fail(cs, NV_WST_RESOURCES);
 	}
+	/* As NCCL: the knob, else the communicator's trafficClass, else 0 (SL only 0..15). */
 	c->tc = (uint8_t)(tc >= 0 ? tc : cs->traffic_class >= 0 ? cs->traffic_class : 0);
-	c->sl = (uint8_t)(sl >= 0 ? sl : 0);
+	c->sl = (uint8_t)(sl >= 0 ? sl : cs->traffic_class >= 0 && cs->traffic_class <= 15
+					     ? cs->traffic_class : 0);
 	m = malloc(sizeof(*m));
 	if (!m) {
 		snprintf(cs->hs.why, sizeof(cs->hs.why), "out of memory");
