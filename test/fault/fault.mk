@@ -18,7 +18,8 @@ FAULT_TESTS = \
 	test/fault/fault_kill \
 	test/fault/fault_cycles \
 	test/fault/fault_soak \
-	test/fault/fault_threads
+	test/fault/fault_threads \
+	test/fault/fault_memlock
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -104,3 +105,7 @@ check-valgrind:
 	  TEST_SUITE_LOG=test-suite-valgrind.log
 EXTRA_CHECK_TARGETS += check-valgrind
 .PHONY: check-valgrind
+
+test_fault_fault_memlock_SOURCES = test/fault/fault_memlock.c
+test_fault_fault_memlock_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_memlock_LDADD = $(FAULT_LDADD)
