@@ -14,3 +14,8 @@ check_PROGRAMS += test/unit/test_sock
 TESTS += test/unit/test_sock
 test_unit_test_sock_SOURCES = test/unit/test_sock.c
 test_unit_test_sock_LDADD = libnvcore.la $(IBVERBS_LIBS)
+
+check_PROGRAMS += test/unit/test_qp
+TESTS += test/unit/test_qp
+test_unit_test_qp_SOURCES = test/unit/test_qp.c
+test_unit_test_qp_LDADD = libnvcore.la $(IBVERBS_LIBS)
