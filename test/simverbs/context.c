@@ -37,8 +37,10 @@ static struct sv_dev_knobs *sv_dev_knobs(struct sv_device *dev)
 	struct sv_knobs *k = &sv_g.fab->knobs;
 	struct sv_dev_knobs *freek = NULL;
 
-	if (dev->knobs)
+	if (dev->knobs && dev->knobs_fab == sv_g.fab)
 		return dev->knobs;
+	dev->knobs = NULL;	/* first use, or a fork attached another fabric */
+	dev->knobs_fab = sv_g.fab;
 	if (sv_lock())
 		return NULL;
 	for (int i = 0; i < SV_MAX_DEVICES; i++) {

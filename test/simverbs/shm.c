@@ -455,8 +455,6 @@ int sv_attach(void)
 	sv_g.seen_epoch = atomic_load(&sv_g.fab->epoch);
 	pthread_mutex_unlock(&sv_g.lock);
 	sv_knobs_from_env();
-	for (int i = 0; i < sv_g.ndevs; i++)
-		sv_g.devs[i].knobs = NULL;
 	return 0;
 out:
 	pthread_mutex_unlock(&sv_g.lock);

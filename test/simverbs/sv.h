@@ -218,6 +218,7 @@ struct sv_device {
 	struct sv_limits lim;
 	struct sv_port ports[SV_MAX_PORTS];
 	struct sv_dev_knobs *knobs;	/* in the fabric, once attached */
+	const struct sv_fabric *knobs_fab;	/* the fabric knobs points into */
 	uint64_t bw_busy_until[SV_MAX_PORTS];	/* process-local bw cap clock */
 };
 
