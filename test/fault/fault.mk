@@ -19,7 +19,8 @@ FAULT_TESTS = \
 	test/fault/fault_cycles \
 	test/fault/fault_soak \
 	test/fault/fault_threads \
-	test/fault/fault_memlock
+	test/fault/fault_memlock \
+	test/fault/fault_probe
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -109,3 +110,7 @@ EXTRA_CHECK_TARGETS += check-valgrind
 test_fault_fault_memlock_SOURCES = test/fault/fault_memlock.c
 test_fault_fault_memlock_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_memlock_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_probe_SOURCES = test/fault/fault_probe.c
+test_fault_fault_probe_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_probe_LDADD = $(FAULT_LDADD)

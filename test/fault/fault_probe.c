@@ -1,0 +1,122 @@
+/*
+ * fault_probe - the connect-time path probe: with the peer's GID made
+ * unreachable in simverbs (as a wrong GID, VLAN or route would), connect
+ * and accept both fail within BOUND seconds - instead of a retry-exceeded
+ * error on the first collective - and ONE message names both NICs and both
+ * GIDs, with the hint about GIDs/VLAN/routing. Then, with the GID reachable
+ * again, the same listener connects fine. RoCE only: GIDs route RoCE, while
+ * InfiniBand is LID-routed (test/e2e/e2e_errors cuts an IB path with
+ * drop-pid); this test pins the single message and the time bound.
+ */
+#include "config.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "fh.h"
+#include "ibv.h"
+
+#define BOUND (5.0 * fh_scale())
+
+static void gid_str(const uint8_t *g, char *out, size_t len)
+{
+	nv_ibv_gid_str((const union ibv_gid *)g, out, len);
+}
+
+static void run(struct fh *f, const char *devname)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE], h2[NCCL_NET_HANDLE_MAXSIZE], cmd[128], gid[64];
+	ncclNetDeviceHandle_v12_t *dh = NULL;
+	void *lc, *s = NULL, *r = NULL;
+	ncclResult_t cres = ncclSuccess, ares = ncclSuccess;
+	int dev = fh_dev_by_name(f, devname), w0, wi;
+	double t0;
+	struct nv_comm *probe_s, *probe_r;
+
+	FH_CHECK(dev >= 0, "no %s", devname);
+	/* Learn the GID this device uses from a working connection first. */
+	fh_pair(f, dev, &s, &r, 20);
+	probe_s = s;
+	probe_r = r;
+	gid_str(probe_s->rmeta->dev[0].gid, gid, sizeof(gid));
+	FH_CHECK(!memcmp(probe_s->rmeta->dev[0].gid, probe_r->rmeta->dev[0].gid, 16),
+		 "loopback GIDs differ");
+	FH_OK(f->net->closeSend(s));
+	FH_OK(f->net->closeRecv(r));
+	s = r = NULL;
+
+	snprintf(cmd, sizeof(cmd), "gid-unreachable %s", gid);
+	FH_CHECK(fh_sv_control(cmd) == 0, "simverbs '%s' failed", cmd);
+	memset(handle, 0, sizeof(handle));
+	FH_OK(f->net->listen(f->ctx, dev, handle, &lc));
+	memcpy(h2, handle, sizeof(h2));
+	w0 = fh_warn_count();
+	t0 = fh_now();
+	while ((cres == ncclSuccess || ares == ncclSuccess) && fh_now() - t0 < BOUND) {
+		if (cres == ncclSuccess) {
+			cres = f->net->connect(f->ctx, dev, h2, &s, &dh);
+			FH_CHECK(!s, "connect succeeded over an unreachable path");
+		}
+		if (ares == ncclSuccess) {
+			ares = f->net->accept(lc, &r, &dh);
+			FH_CHECK(!r, "accept succeeded over an unreachable path");
+		}
+	}
+	FH_CHECK(cres != ncclSuccess, "connect did not fail within %.0f s", BOUND);
+	FH_CHECK(ares != ncclSuccess, "accept did not fail within %.0f s", BOUND);
+	/* One message with both ends: "local <dev>:<port> ... GID <g> ... remote <dev> ... GID <g>" */
+	wi = fh_warn_find(w0, "path check", "local ", "remote ", devname, gid,
+			  "cannot reach each other", NULL);
+	FH_CHECK(wi >= 0, "no single WARN naming both NICs, GID %s and the hint", gid);
+	{
+		const char *w = fh_warn_get(wi), *l = strstr(w, "local "), *rm = strstr(w, "remote ");
+
+		FH_CHECK(l && rm && strstr(l, gid) && strstr(rm, gid) && strstr(l, devname) &&
+				 strstr(rm, devname),
+			 "the local and the remote part must each name the NIC and GID: %s", w);
+		FH_CHECK(strstr(w, "hint:") && !strstr(strstr(w, "hint:") + 1, "hint:"),
+			 "not exactly one hint: %s", w);
+	}
+	fh_log("%s: connect and accept failed in %.2f s: %s", devname, fh_now() - t0,
+	       fh_warn_get(wi));
+	FH_CHECK(fh_warn_find(w0, "accept", "path", NULL) >= 0 ||
+			 fh_warn_find(w0, "accept", "gave up", NULL) >= 0,
+		 "the accepting side's error does not explain the path check");
+
+	snprintf(cmd, sizeof(cmd), "gid-reachable %s", gid);
+	FH_CHECK(fh_sv_control(cmd) == 0, "simverbs '%s' failed", cmd);
+	memcpy(h2, handle, sizeof(h2));
+	s = r = NULL;
+	t0 = fh_now();
+	while (!s || !r) {
+		if (!s)
+			FH_OK(f->net->connect(f->ctx, dev, h2, &s, &dh));
+		if (!r)
+			FH_OK(f->net->accept(lc, &r, &dh));
+		FH_CHECK(fh_now() - t0 < 20 * fh_scale(), "connect after healing did not finish");
+	}
+	FH_OK(f->net->closeSend(s));
+	FH_OK(f->net->closeRecv(r));
+	FH_OK(f->net->closeListen(lc));
+}
+
+int main(void)
+{
+	struct fh f;
+	int rc;
+
+	fh_watchdog(120);
+	rc = fh_open(&f);
+	if (rc)
+		return rc;
+	if (fh_sv_control("status") < 0) {
+		fh_log("not running on simverbs; skipping");
+		return FH_SKIP;
+	}
+	/* GIDs route RoCE; InfiniBand is LID-routed (e2e_errors cuts its path with drop-pid). */
+	run(&f, "simroce0");
+	fh_close(&f);
+	fh_log("PASS");
+	return 0;
+}
