@@ -8,6 +8,7 @@
  *   qp-fatal           the sender's QP is moved to error (IBV_EVENT_QP_FATAL)
  *   port-down          the port goes down (IBV_EVENT_PORT_ERR)
  *   cable-cut          the receiver's QP stops answering (drop-qp): retry exceeded
+ *   send-unregistered  isend from a buffer outside its registration: LOC_PROT_ERR
  *   cts-bad-rkey       a hostile clear-to-send with a wrong rkey: REM_ACCESS_ERR
  *   cts-bad-addr       a hostile clear-to-send pointing outside the receive buffer
  *   cts-bad-nreqs      a clear-to-send claiming 200 grouped receives: refused before use
@@ -241,6 +242,19 @@ static void cts_huge_size(struct conn *c, int i)
 		fifo_entry(c, i)->size = 1ull << 40;
 }
 
+/* A send from a buffer its registration does not cover: LOC_PROT_ERR. */
+static char *saved_sbuf;
+
+static void send_unregistered(struct conn *c, int i)
+{
+	if (i == 3 && !saved_sbuf) {
+		saved_sbuf = c->sbuf;
+		c->sbuf = aligned_alloc(4096, MSG);
+		FH_CHECK(c->sbuf != NULL, "out of memory");
+		memset(c->sbuf, 1, MSG);
+	}
+}
+
 /* ---- cases --------------------------------------------------------------------- */
 
 struct qcase {
@@ -268,6 +282,8 @@ static const struct qcase qcases[] = {
 	  { "remote access", "QPN 0x%x", "deregistered the buffer" }, 1, NULL, NULL },
 	{ "cts-bad-addr", NULL, 0, cts_bad_addr, 0,
 	  { "remote access", "QPN 0x%x", "hint:" }, 1, NULL, NULL },
+	{ "send-unregistered", NULL, 0, send_unregistered, 0,
+	  { "local protection", "QPN 0x%x", "not covered by its registration" }, 1, NULL, NULL },
 	{ "cts-bad-nreqs", NULL, 0, cts_bad_nreqs, 0, { "200 grouped receives", "", "" }, 0, NULL, NULL },
 	{ "cts-huge-size", NULL, 0, cts_huge_size, 0,
 	  { "incorrect receive info", "size 1099511627776", "" }, 0, NULL, NULL },
@@ -312,6 +328,11 @@ static void run_case(struct fh *f, int dev, const char *devname, const struct qc
 	}
 	t0 = fh_now();
 	r = traffic(&c, &side, q->before_isend, &t_err);
+	if (saved_sbuf) {
+		free(c.sbuf);
+		c.sbuf = saved_sbuf;
+		saved_sbuf = NULL;
+	}
 	FH_CHECK(r != ncclSuccess, "%s: no error after %d messages", q->name, NMSG);
 	FH_CHECK(q->side < 0 || side == q->side, "%s: the %s side failed, expected the %s", q->name,
 		 side ? "receive" : "send", q->side ? "receive" : "send");
