@@ -2,8 +2,6 @@
 # test/simverbs/.libs/libibverbs.so.1, a drop-in for rdma-core's libibverbs,
 # the simverbs-ctl CLI, and the simverbs tests.  See test/simverbs/README.md.
 
-SV_DIR = test/simverbs
-
 noinst_LTLIBRARIES += test/simverbs/libibverbs.la
 test_simverbs_libibverbs_la_SOURCES = \
 	test/simverbs/config.c \
