@@ -20,7 +20,8 @@ FAULT_TESTS = \
 	test/fault/fault_soak \
 	test/fault/fault_threads \
 	test/fault/fault_memlock \
-	test/fault/fault_probe
+	test/fault/fault_probe \
+	test/fault/fault_cq
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -114,3 +115,7 @@ test_fault_fault_memlock_LDADD = $(FAULT_LDADD)
 test_fault_fault_probe_SOURCES = test/fault/fault_probe.c
 test_fault_fault_probe_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_probe_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_cq_SOURCES = test/fault/fault_cq.c
+test_fault_fault_cq_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_cq_LDADD = $(FAULT_LDADD)
