@@ -84,41 +84,49 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (N
 
 # One round = (a), (b), (c), (d) back to back; several rounds interleave the raw
 # and the plugin runs so that load from elsewhere hits both alike; medians.
-: >"$out/a.txt"; : >"$out/b.txt"; : >"$out/c.txt"; : >"$out/craw.txt"; : >"$out/d.txt"
+for m in a b c craw d acpu bcpu dcpu cmin crawmin; do : >"$out/$m.txt"; done
 for round in $(seq 1 "$rounds"); do
 	q=(); [ "$round" = 1 ] || q=(-q)
 	step "round $round/$rounds (a) raw RDMA WRITE 4 MiB: sv-rawbench -d $raw_dev ${raw_gid[*]} -t bw -S 4194304 -r 1"
 	timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t bw -S 4194304 -r 1 >"$out/raw-bw.txt" || status=1
 	cat "$out/raw-bw.txt"
 	field "$out/raw-bw.txt" write_bw median_GBps >>"$out/a.txt"
+	field "$out/raw-bw.txt" write_bw cpu_GBps >>"$out/acpu.txt"
 
 	step "round $round/$rounds (b) plugin sendrecv 4 MiB: nccl-net-bench -t sendrecv -b 4M -e 4M -n $bw_iters -w 5"
 	"${nb[@]}" "${q[@]}" -t sendrecv -b 4M -e 4M -n "$bw_iters" -w 5 --csv "$out/sendrecv-4M-$round.csv" ||
 		status=1
 	csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 busbw_GBps >>"$out/b.txt"
+	csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 cpu_busbw_GBps >>"$out/bcpu.txt"
 
-	step "round $round/$rounds (c) 8 B latency: sv-rawbench -t imm -n $lat_iters -r 1; nccl-net-bench -t latency -b 8 -e 8 -n $lat_iters"
-	timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t imm -n "$lat_iters" -r 1 >"$out/raw-lat.txt" ||
+	step "round $round/$rounds (c) 8 B latency: sv-rawbench -t imm -n $lat_iters -r 3; nccl-net-bench -t latency -b 8 -e 8 -n $lat_iters -R 3"
+	timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t imm -n "$lat_iters" -r 3 >"$out/raw-lat.txt" ||
 		status=1
 	cat "$out/raw-lat.txt"
 	field "$out/raw-lat.txt" imm_lat median_us >>"$out/craw.txt"
-	"${nb[@]}" "${q[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 --csv "$out/latency-8-$round.csv" ||
+	field "$out/raw-lat.txt" imm_lat min_us >>"$out/crawmin.txt"
+	"${nb[@]}" "${q[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 -R 3 --csv "$out/latency-8-$round.csv" ||
 		status=1
 	csvcol "$out/latency-8-$round.csv" latency 8 time_us >>"$out/c.txt"
+	csvcol "$out/latency-8-$round.csv" latency 8 time_min_us >>"$out/cmin.txt"
 
 	step "round $round/$rounds (d) allreduce 64 MiB: nccl-net-bench -t allreduce -b 64M -e 64M -n $ar_iters -w 1"
 	"${nb[@]}" "${q[@]}" -t allreduce -b 64M -e 64M -n "$ar_iters" -w 1 --csv "$out/allreduce-64M-$round.csv" ||
 		status=1
 	csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 busbw_GBps >>"$out/d.txt"
+	csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 cpu_busbw_GBps >>"$out/dcpu.txt"
 done
 a=$(median <"$out/a.txt"); b=$(median <"$out/b.txt"); c=$(median <"$out/c.txt")
 craw=$(median <"$out/craw.txt"); d=$(median <"$out/d.txt")
-for m in a b c craw d; do echo "  $m per round: $(tr '\n' ' ' <"$out/$m.txt")"; done
+acpu=$(median <"$out/acpu.txt"); bcpu=$(median <"$out/bcpu.txt"); dcpu=$(median <"$out/dcpu.txt")
+cmin=$(sort -g "$out/cmin.txt" | head -n 1); crawmin=$(sort -g "$out/crawmin.txt" | head -n 1)
+for m in a b c craw d acpu bcpu dcpu cmin crawmin; do echo "  $m per round: $(tr '\n' ' ' <"$out/$m.txt")"; done
 
 step "sweep for the plot: nccl-net-bench -t all $sweep"
 "${nb[@]}" -t all $sweep --csv "$out/sweep.csv" --plot "$out/bench.svg" || status=1
 
 rb=$(ratio "$b" "$a"); rc=$(ratio "$c" "$craw"); rd=$(ratio "$d" "$b")
+rbc=$(ratio "$bcpu" "$acpu"); rcm=$(ratio "$cmin" "$crawmin"); rdc=$(ratio "$dcpu" "$bcpu")
 {
 	echo "metric,value,unit,ratio,target,verdict"
 	echo "raw_write_bw_4M,${a:-n/a},GB/s,,,"
@@ -126,18 +134,25 @@ rb=$(ratio "$b" "$a"); rc=$(ratio "$c" "$craw"); rd=$(ratio "$d" "$b")
 	echo "raw_imm_lat_8B,${craw:-n/a},us,,,"
 	echo "plugin_latency_8B,${c:-n/a},us,$rc,<=1.5 x raw_imm_lat_8B,$(verdict "$rc" '<=' 1.5)"
 	echo "plugin_allreduce_64M_busbw,${d:-n/a},GB/s,$rd,>=0.8 x plugin_sendrecv_4M,$(verdict "$rd" '>=' 0.8)"
+	echo "raw_write_bw_4M_per_cpu_s,${acpu:-n/a},GB/s,,,"
+	echo "plugin_sendrecv_4M_per_cpu_s,${bcpu:-n/a},GB/s,$rbc,>=0.9 x raw per CPU s,$(verdict "$rbc" '>=' 0.9)"
+	echo "raw_imm_lat_8B_min,${crawmin:-n/a},us,,,"
+	echo "plugin_latency_8B_min,${cmin:-n/a},us,$rcm,<=1.5 x raw min,$(verdict "$rcm" '<=' 1.5)"
+	echo "plugin_allreduce_64M_busbw_per_cpu_s,${dcpu:-n/a},GB/s,$rdc,>=0.8 x sendrecv per CPU s,$(verdict "$rdc" '>=' 0.8)"
 } >"$out/summary.csv"
 
 echo
-echo "== summary ($fabric, $(nproc) CPUs)"
-printf "  (a) raw RDMA WRITE 4 MiB          %10s GB/s\n" "${a:-n/a}"
-printf "  (b) plugin sendrecv 4 MiB         %10s GB/s   (b)/(a) = %-5s target >= 0.9  %s\n" \
-	"${b:-n/a}" "$rb" "$(verdict "$rb" '>=' 0.9)"
-printf "  (c) plugin latency 8 B            %10s us     (c)/raw = %-5s target <= 1.5  %s\n" \
-	"${c:-n/a}" "$rc" "$(verdict "$rc" '<=' 1.5)"
-printf "      raw WRITE_WITH_IMM ping-pong  %10s us\n" "${craw:-n/a}"
-printf "  (d) plugin allreduce 64 MiB busbw %10s GB/s   (d)/(b) = %-5s target >= 0.8  %s\n" \
-	"${d:-n/a}" "$rd" "$(verdict "$rd" '>=' 0.8)"
+echo "== summary ($fabric, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)); medians over $rounds rounds"
+echo "   wall clock                                               | per CPU second of the busiest process (load-proof)"
+printf "  (a) raw RDMA WRITE 4 MiB          %8s GB/s                      | %8s GB/s\n" "${a:-n/a}" "${acpu:-n/a}"
+printf "  (b) plugin sendrecv 4 MiB         %8s GB/s (b)/(a) %-5s >=0.9 %-6s | %8s GB/s (b)/(a) %-5s %s\n" \
+	"${b:-n/a}" "$rb" "$(verdict "$rb" '>=' 0.9)" "${bcpu:-n/a}" "$rbc" "$(verdict "$rbc" '>=' 0.9)"
+printf "  (c) plugin latency 8 B            %8s us   (c)/raw %-5s <=1.5 %-6s | min %6s us (c)/raw %-5s %s\n" \
+	"${c:-n/a}" "$rc" "$(verdict "$rc" '<=' 1.5)" "${cmin:-n/a}" "$rcm" "$(verdict "$rcm" '<=' 1.5)"
+printf "      raw WRITE_WITH_IMM ping-pong  %8s us                        | min %6s us\n" \
+	"${craw:-n/a}" "${crawmin:-n/a}"
+printf "  (d) plugin allreduce 64 MiB busbw %8s GB/s (d)/(b) %-5s >=0.8 %-6s | %8s GB/s (d)/(b) %-5s %s\n" \
+	"${d:-n/a}" "$rd" "$(verdict "$rd" '>=' 0.8)" "${dcpu:-n/a}" "$rdc" "$(verdict "$rdc" '>=' 0.8)"
 echo "  plot: $out/bench.svg   CSV: $out/summary.csv $out/sweep.csv"
 [ "$status" = 0 ] || echo "bench: a run FAILED (see above)" >&2
 exit "$status"

@@ -110,12 +110,12 @@ int nb_out_csv(const char *path, const struct nb_result *rs, int n, const struct
 		return -1;
 	}
 	fprintf(f, "test,nranks,size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong,"
-		   "plugin,net_version\n");
+		   "plugin,net_version,time_min_us,cpu_busbw_GBps\n");
 	for (i = 0; i < n; i++)
-		fprintf(f, "%s,%d,%zu,%zu,%s,%s,%.3f,%.4f,%.4f,%ld,%s,%d\n",
+		fprintf(f, "%s,%d,%zu,%zu,%s,%s,%.3f,%.4f,%.4f,%ld,%s,%d,%.3f,%.4f\n",
 			nb_test_name(rs[i].test), c->nranks, rs[i].size, rs[i].count, rs[i].type,
 			rs[i].redop, rs[i].time_us, rs[i].algbw, rs[i].busbw, rs[i].wrong,
-			c->e->net->name, c->e->net->version);
+			c->e->net->name, c->e->net->version, rs[i].time_min_us, rs[i].cpu_busbw);
 	if (fclose(f) != 0) {
 		nb_err("cannot write %s: %s", path, strerror(errno));
 		return -1;

@@ -237,6 +237,7 @@ static int nb_opts_parse(struct nb_opts *o, int argc, char **argv)
 
 struct nb_sample {
 	double t[NB_MAX_REPEAT];
+	double cpu[NB_MAX_REPEAT];
 	long wrong;
 	double exec, net, wall;		/* --stats: timed repetitions only */
 	uint64_t idle;
@@ -249,19 +250,37 @@ static int nb_cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Median over repetitions of the slowest rank's time, in seconds per iteration. */
-static double nb_reduce_time(const struct nb_sample *all, int nranks, int reps, int iters)
+/*
+ * Over the repetitions: median and minimum of the slowest rank's wall time,
+ * median of the busiest rank's CPU time (seconds per iteration). CPU time is
+ * what load from other processes does not inflate (as sv-rawbench's cpu_GBps).
+ */
+static void nb_reduce_time(const struct nb_sample *all, int nranks, int reps, int iters,
+			   double *med, double *min, double *cpu)
 {
-	double t[NB_MAX_REPEAT];
+	double t[NB_MAX_REPEAT], u[NB_MAX_REPEAT];
 	int k, r;
 
 	for (k = 0; k < reps; k++) {
-		t[k] = 0;
-		for (r = 0; r < nranks; r++)
+		t[k] = u[k] = 0;
+		for (r = 0; r < nranks; r++) {
 			t[k] = all[r].t[k] > t[k] ? all[r].t[k] : t[k];
+			u[k] = all[r].cpu[k] > u[k] ? all[r].cpu[k] : u[k];
+		}
 	}
 	qsort(t, (size_t)reps, sizeof(double), nb_cmp_double);
-	return (reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2) / iters;
+	qsort(u, (size_t)reps, sizeof(double), nb_cmp_double);
+	*min = t[0] / iters;
+	*med = (reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2) / iters;
+	*cpu = (reps % 2 ? u[reps / 2] : (u[reps / 2 - 1] + u[reps / 2]) / 2) / iters;
+}
+
+static double nb_cpu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int nb_timed(int t, struct nb_ctx *c, size_t size, struct nb_sample *me)
@@ -275,14 +294,16 @@ static int nb_timed(int t, struct nb_ctx *c, size_t size, struct nb_sample *me)
 	c->e->t_exec = c->e->t_net = 0;
 	c->e->idle = 0;
 	for (k = 0; k < o->repeat; k++) {
-		double t0;
+		double t0, c0;
 
 		if (nb_oob_barrier(c->e->oob) != 0)
 			return -1;
 		t0 = nb_now();
+		c0 = nb_cpu_now();
 		if (nb_test_run(t, c, size, o->iters, 0, &w) != 0)
 			return -1;
 		me->t[k] = nb_now() - t0;
+		me->cpu[k] = nb_cpu_now() - c0;
 		me->wall += me->t[k];
 	}
 	me->exec = c->e->t_exec;
@@ -296,7 +317,7 @@ static int nb_timed(int t, struct nb_ctx *c, size_t size, struct nb_sample *me)
 static int nb_measure(int t, struct nb_ctx *c, size_t size, struct nb_result *res)
 {
 	struct nb_sample me, *all = calloc((size_t)c->nranks, sizeof(me));
-	double secs, bytes, factor;
+	double secs, tmin, cpu, bytes, factor;
 	int r;
 
 	memset(&me, 0, sizeof(me));
@@ -306,13 +327,17 @@ static int nb_measure(int t, struct nb_ctx *c, size_t size, struct nb_result *re
 		return -1;
 	}
 	nb_test_describe(t, c, size, res);
-	secs = nb_reduce_time(all, c->nranks, c->o->repeat, c->o->iters);
-	if (t == NB_T_LATENCY)
+	nb_reduce_time(all, c->nranks, c->o->repeat, c->o->iters, &secs, &tmin, &cpu);
+	if (t == NB_T_LATENCY) {
 		secs /= 2;	/* half round trip */
+		tmin /= 2;
+	}
 	bytes = nb_test_bytes(t, c, size, &factor);
 	res->time_us = secs * 1e6;
+	res->time_min_us = tmin * 1e6;
 	res->algbw = secs > 0 ? bytes / secs / 1e9 : 0;
 	res->busbw = res->algbw * factor;
+	res->cpu_busbw = cpu > 0 && t != NB_T_LATENCY ? bytes * factor / cpu / 1e9 : 0;
 	for (r = 0; r < c->nranks; r++)
 		res->wrong += all[r].wrong;
 	for (r = 0; c->o->stats && c->rank == 0 && r < c->nranks; r++)

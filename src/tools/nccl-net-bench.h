@@ -247,8 +247,10 @@ struct nb_result {
 	size_t count;
 	const char *type;
 	const char *redop;
-	double time_us;
+	double time_us;			/* median over repetitions */
+	double time_min_us;		/* fastest repetition */
 	double algbw, busbw;
+	double cpu_busbw;		/* busbw per CPU second of the busiest rank */
 	long wrong;
 };
 

@@ -61,11 +61,11 @@ check_svg() {
 	grep -q 'bus bandwidth' "$1" || fail "$1 has no axis label"
 }
 
-# check_csv FILE ROWS: header, ROWS rows of 12 fields, no wrong values.
+# check_csv FILE ROWS: header, ROWS rows of 14 fields, no wrong values.
 check_csv() {
 	[ -s "$1" ] || fail "no CSV written at $1"
 	head -n 1 "$1" | grep -q '^test,nranks,size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong,' ||
 		fail "$1: bad header"
-	awk -F, -v want="$2" 'NR > 1 { n++; if (NF != 12 || $10 != 0 || $7 <= 0) bad++ }
+	awk -F, -v want="$2" 'NR > 1 { n++; if (NF != 14 || $10 != 0 || $7 <= 0) bad++ }
 		END { exit !(n == want && bad == 0) }' "$1" || { cat "$1"; fail "$1: rows wrong"; }
 }
