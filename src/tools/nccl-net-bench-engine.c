@@ -251,7 +251,7 @@ static int nb_recv_test(struct nb_engine *e, struct nb_conn *c)
 {
 	while (c->done < c->posted) {
 		struct nb_unit *u = &c->unit[c->done % (uint64_t)c->depth];
-		int sizes[NB_SIZES_ARRAY] = { 0 };
+		int *sizes = c->sizes;
 		int done = 0, g;
 
 		if (u->flushing) {
@@ -268,8 +268,10 @@ static int nb_recv_test(struct nb_engine *e, struct nb_conn *c)
 			return -1;
 		if (!done)
 			return 0;
-		for (g = 0; g < c->ngroup; g++)
+		for (g = 0; g < c->ngroup; g++) {
 			u->size[g] = sizes[g] < 0 ? (size_t)-1 : (size_t)sizes[g];
+			sizes[g] = 0;	/* pre-zeroed for the next test(), as NCCL passes it */
+		}
 		if (e->flush && nb_recv_flush(e, c, u) != 0)
 			return -1;
 		if (!u->flushing)

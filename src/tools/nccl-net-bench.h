@@ -144,6 +144,7 @@ struct nb_conn {
 	int tags[NB_MAX_GROUP];
 	uint64_t total, posted, done, ready;
 	struct nb_unit unit[NB_STEPS];
+	int sizes[NB_SIZES_ARRAY];	/* recv test() sizes, zero between uses */
 };
 
 struct nb_step {
