@@ -265,6 +265,21 @@ static void sv_cqe_to_wc(const struct sv_cqe *e, struct ibv_wc *wc)
 	wc->dlid_path_bits = 0;
 }
 
+/* A poller that found nothing for poll_yield_ns yields the CPU once per
+ * period: on an oversubscribed host the peer it waits for may need this CPU,
+ * while a peer that is running answers well within the period. */
+static void sv_poll_idle(struct sv_cq *cq)
+{
+	uint64_t now = sv_now_ns();
+
+	if (cq->empty_polls == 64) {
+		cq->idle_since = now;
+	} else if (now - cq->idle_since >= sv_g.poll_yield_ns) {
+		cq->idle_since = now;
+		sched_yield();
+	}
+}
+
 int sv_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	struct sv_cq *cq = (struct sv_cq *)ibcq;
@@ -298,12 +313,10 @@ int sv_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		atomic_store_explicit(&r->head, h + 1, memory_order_release);
 	}
 	pthread_spin_unlock(&cq->lock);
-	/* An idle poller yields now and then: on an oversubscribed host the
-	 * peer it waits for may need this CPU (SIMVERBS_POLL_YIELD=0: never). */
-	if (!got && sv_g.poll_yield && ++cq->empty_polls >= sv_g.poll_yield) {
+	if (got)
 		cq->empty_polls = 0;
-		sched_yield();
-	}
+	else if (sv_g.poll_yield_ns && !(++cq->empty_polls & 63))
+		sv_poll_idle(cq);
 	return got;
 }
 

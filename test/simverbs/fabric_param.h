@@ -70,7 +70,7 @@ struct sv_limits {
 /* How often an initiator re-checks that its peer process is alive (ns). */
 #define SV_PEER_CHECK_NS	2000000ull
 
-/* Empty ibv_poll_cq calls on one CQ between two sched_yield()s. */
-#define SV_DEFAULT_POLL_YIELD	256
+/* An ibv_poll_cq that has found nothing for this long yields the CPU. */
+#define SV_DEFAULT_POLL_YIELD_US	5
 
 #endif

@@ -344,7 +344,7 @@ void sv_knobs_from_env(void)
 	const char *y = getenv("SIMVERBS_POLL_YIELD");
 	char buf[512];
 
-	sv_g.poll_yield = y && *y ? (uint32_t)strtoul(y, NULL, 0) : SV_DEFAULT_POLL_YIELD;
+	sv_g.poll_yield_ns = 1000ull * (y && *y ? strtoull(y, NULL, 0) : SV_DEFAULT_POLL_YIELD_US);
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
 		const char *v = getenv(map[i].env);
 

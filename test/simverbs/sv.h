@@ -278,7 +278,8 @@ struct sv_cq {
 	size_t ring_bytes;
 	pthread_spinlock_t lock;	/* consumer side */
 	_Atomic uint32_t nqps;		/* QPs attached (destroy -> EBUSY) */
-	uint32_t empty_polls;
+	uint32_t empty_polls;		/* consecutive empty polls */
+	uint64_t idle_since;		/* ns, when this idle spell was noticed */
 	int chan_fd_w;			/* own channel FIFO, write side */
 };
 
@@ -380,7 +381,7 @@ struct sv_global {
 	uint32_t nlqp;
 	_Atomic uint32_t nstalled;	/* local QPs with deferred send work */
 	_Atomic uint32_t seen_epoch;
-	uint32_t poll_yield;		/* empty polls between sched_yield()s */
+	uint64_t poll_yield_ns;		/* idle time between sched_yield()s */
 };
 
 extern struct sv_global sv_g;
