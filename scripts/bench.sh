@@ -125,8 +125,11 @@ for m in a b c craw d acpu bcpu dcpu cmin crawmin; do echo "  $m per round: $(tr
 step "sweep for the plot: nccl-net-bench -t all $sweep"
 "${nb[@]}" -t all $sweep --csv "$out/sweep.csv" --plot "$out/bench.svg" || status=1
 
-rb=$(ratio "$b" "$a"); rc=$(ratio "$c" "$craw"); rd=$(ratio "$d" "$b")
-rbc=$(ratio "$bcpu" "$acpu"); rcm=$(ratio "$cmin" "$crawmin"); rdc=$(ratio "$dcpu" "$bcpu")
+# ratios: median of the per-round ratios (both sides of a ratio come from the same round)
+rratio() { paste "$out/$1.txt" "$out/$2.txt" | awk '$1 + 0 > 0 && $2 + 0 > 0 { printf "%.4f\n", $1 / $2 }' |
+	median | awk '{ if ($1 == "") print "n/a"; else printf "%.2f", $1 }'; }
+rb=$(rratio b a); rc=$(rratio c craw); rd=$(rratio d b)
+rbc=$(rratio bcpu acpu); rcm=$(ratio "$cmin" "$crawmin"); rdc=$(rratio dcpu bcpu)
 {
 	echo "metric,value,unit,ratio,target,verdict"
 	echo "raw_write_bw_4M,${a:-n/a},GB/s,,,"
@@ -143,6 +146,7 @@ rbc=$(ratio "$bcpu" "$acpu"); rcm=$(ratio "$cmin" "$crawmin"); rdc=$(ratio "$dcp
 
 echo
 echo "== summary ($fabric, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)); medians over $rounds rounds"
+echo "   (ratios: median of the per-round ratios; latency min: fastest repetition of all rounds)"
 echo "   wall clock                                               | per CPU second of the busiest process (load-proof)"
 printf "  (a) raw RDMA WRITE 4 MiB          %8s GB/s                      | %8s GB/s\n" "${a:-n/a}" "${acpu:-n/a}"
 printf "  (b) plugin sendrecv 4 MiB         %8s GB/s (b)/(a) %-5s >=0.9 %-6s | %8s GB/s (b)/(a) %-5s %s\n" \
