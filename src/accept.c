@@ -275,7 +275,8 @@ static int nv_acc_build(struct nv_listen_comm *lc)
 	int64_t fifo_tc = nv_param_int(NV_PARAM_IB_FIFO_TC);
 	struct nv_meta *m;
 
-	if (nv_comm_create_qps(c, c->rmeta->nqps) != NV_OK)
+	lc->hs.local_st = nv_comm_create_qps(c, c->rmeta->nqps);
+	if (lc->hs.local_st != NV_OK)
 		goto err_resources;
 	/* The data direction follows the sender's SL/TC; CTS may get its own class. */
 	c->sl = c->rmeta->sl;
@@ -316,7 +317,8 @@ static int nv_acc_recv_meta(struct nv_listen_comm *lc)
 	if (rc == 0)
 		return nv_hs_expired(&lc->hs, "the connector's metadata")
 			       ? nv_acc_fail(lc, NV_WST_TIMEOUT) : NV_STEP_WAIT;
-	if (nv_comm_init(c, NV_COMM_RECV, lc->vdev, NV_MAX_REQUESTS) != NV_OK) {
+	lc->hs.local_st = nv_comm_init(c, NV_COMM_RECV, lc->vdev, NV_MAX_REQUESTS);
+	if (lc->hs.local_st != NV_OK) {
 		snprintf(lc->hs.why, sizeof(lc->hs.why), "local verbs resources (see above)");
 		return nv_acc_fail(lc, NV_WST_RESOURCES);
 	}

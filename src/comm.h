@@ -27,6 +27,7 @@
 
 #include <stdint.h>
 #include <infiniband/verbs.h>
+#include "cts.h"
 #include "device.h"
 #include "nv_common.h"
 #include "sock.h"
@@ -44,25 +45,12 @@
 #define NV_CQ_POLL_BATCH 16
 #define NV_CHUNK_ALIGN 128			/* multi-QP split granularity */
 #define NV_LIVENESS_NS 100000000ull		/* socket liveness check while waiting */
+#define NV_LIVENESS_POLLS 64			/* idle polls per clock read (power of 2) */
 #define NV_COMM_WHY_LEN 640
+_Static_assert(NV_CTS_MAX_DEVS == NV_COMM_MAX_DEVS && NV_CTS_MAX_RECVS == NV_MAX_RECVS,
+	       "cts.h limits follow the comm's");
 
-/*
- * One clear-to-send entry. Written by the RECEIVER with one RDMA WRITE of
- * nreqs consecutive entries (from its shadow copy) into the SENDER's FIFO;
- * read only by the sender's isend. Host byte order (both peers checked equal
- * at connect). 64-byte aligned and registered without relaxed ordering, so
- * an entry lands in address order: `seq` is the last field and, once it
- * reads s + 1 for slot sequence s, the rest of the entry is valid.
- */
-struct nv_cts_entry {
-	uint64_t addr;				/* receive buffer */
-	uint64_t size;				/* its capacity in bytes */
-	uint32_t rkey[NV_COMM_MAX_DEVS];	/* per RECEIVER device */
-	uint32_t tag;
-	uint32_t nreqs;				/* 1..NV_MAX_RECVS, same in all entries */
-	uint64_t seq;				/* slot sequence + 1; the ready flag */
-} __attribute__((aligned(64)));
-_Static_assert(sizeof(struct nv_cts_entry) == 64, "CTS entry must be 64 bytes");
+/* struct nv_cts_entry: see cts.h (shared with the validators and fuzzers). */
 
 /* Sender's control region: the peer writes fifo[] and probe_in only. */
 struct nv_send_ctrl {
@@ -160,6 +148,7 @@ struct nv_comm_qp {
 	int outstanding;		/* WRs posted and not yet retired by a signalled CQE */
 	int unsignalled;		/* receiver: CTS since the last signalled one */
 	int max_recv;			/* receive queue depth (receiver) */
+	int max_inline;			/* inline bytes granted (NCCL_IB_USE_INLINE) */
 	int recv_outstanding;		/* RECVs posted and not yet completed */
 };
 
@@ -180,6 +169,7 @@ struct nv_comm {
 	void *ctrl;			/* nv_send_ctrl or nv_recv_ctrl */
 	uint64_t rctrl_addr;		/* peer: FIFO (we receive) or records (we send) */
 	uint64_t last_alive_ns;
+	uint32_t idle_polls;		/* waits without progress since the last clock read */
 	int probe_pending;		/* connect-time probes not yet completed */
 	int nreq;
 	struct nv_request *reqs;
@@ -199,6 +189,8 @@ struct nv_send_slot {
 struct nv_send_comm {
 	struct nv_comm base;
 	uint64_t head;			/* sequence of the slot isend looks at */
+	uint64_t ar_threshold;		/* adaptive routing: from this size, data and imm
+					 * go as separate WRs (UINT64_MAX: AR off) */
 	struct nv_send_slot slots[NV_FIFO_SLOTS];
 	struct ibv_send_wr wr[NV_MAX_RECVS + 1];
 	struct ibv_sge sge[NV_MAX_RECVS + 1];

@@ -1,8 +1,8 @@
 # Connection and data-path layer of the plugin (owner: P2) and its unit tests.
 # Sources here join libnvcore.la (see src/base.mk).
 NV_COMM_SOURCES = src/wire.c src/sock.c src/connect.c src/accept.c src/qp.c src/p2p.c src/diag.c \
-	src/comm.c
-noinst_HEADERS += src/wire.h src/sock.h src/comm.h src/handshake.h
+	src/comm.c src/cts.c
+noinst_HEADERS += src/wire.h src/sock.h src/comm.h src/handshake.h src/cts.h
 
 # ---- unit tests ------------------------------------------------------------
 check_PROGRAMS += test/unit/test_wire
@@ -19,3 +19,8 @@ check_PROGRAMS += test/unit/test_qp
 TESTS += test/unit/test_qp
 test_unit_test_qp_SOURCES = test/unit/test_qp.c
 test_unit_test_qp_LDADD = libnvcore.la $(IBVERBS_LIBS)
+
+check_PROGRAMS += test/unit/test_cts
+TESTS += test/unit/test_cts
+test_unit_test_cts_SOURCES = test/unit/test_cts.c
+test_unit_test_cts_LDADD = libnvcore.la $(IBVERBS_LIBS)

@@ -358,6 +358,8 @@ static const char *const nv_con_state_names[NV_CON_NSTATES] = {
 
 nv_status_t nv_hs_status_of(const struct nv_hs *hs)
 {
+	if (hs->local_st != NV_OK)
+		return hs->local_st; /* e.g. NV_ERR_USAGE from a bad NCCL_IB_GID_INDEX */
 	switch (hs->local_code) {
 	case NV_WST_RESOURCES:
 	case NV_WST_QP_FAILED:
@@ -392,8 +394,10 @@ static int nv_con_resources(struct nv_connect_state *cs)
 	int64_t sl = nv_param_int(NV_PARAM_IB_SL), tc = nv_param_int(NV_PARAM_IB_TC);
 	size_t off;
 
-	if (nv_comm_init(c, NV_COMM_SEND, cs->vdev, NV_SEND_REQS) != NV_OK ||
-	    nv_comm_create_qps(c, nv_con_nqps(c->ndevs, cs->rndevs)) != NV_OK) {
+	cs->hs.local_st = nv_comm_init(c, NV_COMM_SEND, cs->vdev, NV_SEND_REQS);
+	if (cs->hs.local_st == NV_OK)
+		cs->hs.local_st = nv_comm_create_qps(c, nv_con_nqps(c->ndevs, cs->rndevs));
+	if (cs->hs.local_st != NV_OK) {
 		snprintf(cs->hs.why, sizeof(cs->hs.why), "local verbs resources (see above)");
 		return nv_con_fail(cs, NV_WST_RESOURCES);
 	}

@@ -91,12 +91,26 @@ static int nv_wc_mem_kind(const struct nv_comm *c, const struct ibv_wc *wc)
 	return 0; /* control region */
 }
 
+/* A down local port explains any error; asked only on this error path. */
+static const char *nv_port_hint(const struct nv_comm_dev *d, char *buf, size_t len)
+{
+	struct ibv_port_attr pa;
+
+	if (nv_ibv_query_port(d->hca->ctx, d->dev->port, &pa) != NV_OK ||
+	    pa.state == IBV_PORT_ACTIVE)
+		return NULL;
+	snprintf(buf, len, "our port %s:%u is %s: check its cable and switch port (ibv_devinfo)",
+		 d->hca->name, d->dev->port, nv_ibv_port_state_str(pa.state));
+	return buf;
+}
+
 void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc)
 {
 	const struct nv_comm_dev *d = &c->dev[dev];
 	unsigned kind = NV_WRID_KIND(wc->wr_id);
 	int qi = nv_wc_qp_index(c, wc), mem = nv_wc_mem_kind(c, wc);
-	char lg[64], rg[64], remote[192];
+	char lg[64], rg[64], remote[192], ph[160];
+	const char *port_hint;
 
 	if (wc->status == IBV_WC_WR_FLUSH_ERR &&
 	    (nv_async_sink_failed(&c->sink) || nv_hca_failed(d->hca))) {
@@ -107,6 +121,7 @@ void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc)
 			     nv_async_sink_failed(&c->sink) ? c->sink.what : d->hca->sink.what);
 		return;
 	}
+	port_hint = nv_port_hint(d, ph, sizeof(ph));
 	nv_ibv_gid_str(&d->gid.gid, lg, sizeof(lg));
 	if (qi >= 0 && c->rmeta) {
 		const struct nv_meta_dev *r = &c->rmeta->dev[c->qps[qi].rdev];
@@ -125,5 +140,6 @@ void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc)
 		     nv_wr_kind_str(kind), nv_ibv_wc_status_str(wc->status), (int)wc->status,
 		     wc->vendor_err, d->hca->name, d->dev->port, d->dev->lid, lg, wc->qp_num, remote,
 		     c->peer, mem ? nv_mem_kind_str(mem) : "host (control region)",
-		     nv_wc_hint(wc->status, mem & (NV_MEM_CUDA | NV_MEM_DMABUF), kind));
+		     port_hint ? port_hint
+			       : nv_wc_hint(wc->status, mem & (NV_MEM_CUDA | NV_MEM_DMABUF), kind));
 }

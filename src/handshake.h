@@ -29,6 +29,7 @@ struct nv_hs {
 	struct nv_msg_hdr hdr;
 	int have_hdr;
 	uint32_t local_code;	/* NV_WST_* of our own failure, NV_WST_OK if the peer's */
+	nv_status_t local_st;	/* status of the local step that failed, NV_OK if none */
 	char why[NV_WIRE_WHY_LEN];
 };
 

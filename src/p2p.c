@@ -21,6 +21,7 @@
 #include "ibv.h"
 #include "mr.h"
 #include "nv_api.h"
+#include "param.h"
 
 #define NV_UNMATCHED 0xffff
 
@@ -121,16 +122,17 @@ static void nv_recv_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 	}
 	if (--r->pending > 0)
 		return;
-	for (i = 0; r->nreqs > 1 && i < r->nreqs; i++) {
-		int32_t n = ctrl->records[r->seq % NV_FIFO_SLOTS][i];
+	if (r->nreqs > 1) {
+		const int32_t *rec = ctrl->records[r->seq % NV_FIFO_SLOTS];
+		char why[128];
 
-		if (n < 0 || n > r->sizes[i]) {
-			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s reported %d bytes for grouped receive "
-				     "%d of capacity %d (protocol violation)", c->peer, n, i,
-				     r->sizes[i]);
+		if (nv_records_check(rec, r->sizes, r->nreqs, why, sizeof(why))) {
+			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s: %s (protocol violation)", c->peer,
+				     why);
 			return;
 		}
-		r->sizes[i] = n;
+		for (i = 0; i < r->nreqs; i++)
+			r->sizes[i] = rec[i];
 	}
 	r->done = 1;
 }
@@ -195,9 +197,12 @@ static nv_status_t nv_comm_progress(struct nv_comm *c)
  */
 static nv_status_t nv_comm_liveness(struct nv_comm *c, const struct nv_request *waiting)
 {
-	uint64_t now = nv_now_ns();
+	uint64_t now;
 	char id[256];
 
+	if ((++c->idle_polls & (NV_LIVENESS_POLLS - 1)) != 0)
+		return NV_OK; /* read the clock only every NV_LIVENESS_POLLS idle polls */
+	now = nv_now_ns();
 	if (now - c->last_alive_ns < NV_LIVENESS_NS)
 		return NV_OK;
 	c->last_alive_ns = now;
@@ -256,8 +261,8 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
 		s->wr[nwr].wr.rdma.rkey = e[req->entry].rkey[q->rdev];
 		nwr++;
 	}
-	if (sl->nreqs == 1 && nwr == 1) {
-		last = &s->wr[0];
+	if (sl->nreqs == 1 && nwr == 1 && c->reqs[sl->req[0]].size < s->ar_threshold) {
+		last = &s->wr[0]; /* data and immediate in one WR */
 	} else {
 		last = &s->wr[nwr];
 		last->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -315,34 +320,12 @@ static int nv_send_slot_ready(struct nv_send_comm *s, uint64_t seq)
 {
 	struct nv_comm *c = &s->base;
 	const struct nv_cts_entry *e = ((struct nv_send_ctrl *)c->ctrl)->fifo[seq % NV_FIFO_SLOTS];
-	uint32_t n = __atomic_load_n(&e[0].nreqs, __ATOMIC_RELAXED);
-	uint32_t r;
-	int d;
+	char why[192];
+	int r = nv_cts_slot_check(e, seq, c->rmeta->ndevs, why, sizeof(why));
 
-	if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != seq + 1)
-		return 0;
-	n = e[0].nreqs;
-	if (n < 1 || n > NV_MAX_RECVS) {
-		nv_comm_fail(c, NV_ERR_REMOTE, "peer %s posted a clear-to-send with %u grouped "
-			     "receives (max %d)", c->peer, n, NV_MAX_RECVS);
-		return -1;
-	}
-	for (r = 0; r < n; r++) {
-		if (__atomic_load_n(&e[r].seq, __ATOMIC_ACQUIRE) != seq + 1)
-			return 0;
-		if (e[r].nreqs != n || e[r].size > INT_MAX || (e[r].size && !e[r].addr))
-			goto err_entry;
-		for (d = 0; d < c->rmeta->ndevs; d++)
-			if (e[r].size && !e[r].rkey[d])
-				goto err_entry;
-	}
-	return 1;
-err_entry:
-	nv_comm_fail(c, NV_ERR_REMOTE, "peer %s posted incorrect receive info in slot %llu entry "
-		     "%u: size %llu addr 0x%llx rkey 0x%x nreqs %u", c->peer,
-		     (unsigned long long)seq, r, (unsigned long long)e[r].size,
-		     (unsigned long long)e[r].addr, e[r].rkey[0], e[r].nreqs);
-	return -1;
+	if (nv_unlikely(r < 0))
+		nv_comm_fail(c, NV_ERR_REMOTE, "peer %s posted %s", c->peer, why);
+	return r;
 }
 
 /* Makes sure slots[] for `seq` is fresh; 0 when the older occupant is still in flight. */
@@ -419,7 +402,15 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 
 void nv_send_comm_ready(struct nv_send_comm *sc)
 {
+	int64_t ar = nv_param_int(NV_PARAM_IB_ADAPTIVE_ROUTING);
 	int i;
+
+	/* AR can place packets of one message out of order; a separate final
+	 * WRITE_WITH_IMM guarantees the data WRs before it have landed. */
+	if (ar == 1 || (ar == -2 && sc->base.dev[0].dev->link_layer == IBV_LINK_LAYER_INFINIBAND))
+		sc->ar_threshold = (uint64_t)nv_param_int(NV_PARAM_IB_AR_THRESHOLD);
+	else
+		sc->ar_threshold = UINT64_MAX;
 
 	for (i = 0; i < NV_FIFO_SLOTS; i++)
 		sc->slots[i].seq = UINT64_MAX;
@@ -455,8 +446,10 @@ static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *
 	wr.wr_id = NV_WRID(NV_WR_CTS, 0, qi, slot); /* nwr 0 unless signalled below */
 	q->outstanding++;
 	/* Signal often enough that a small send queue still drains (never all unsignalled). */
+	if (sge.length <= (uint32_t)q->max_inline)
+		wr.send_flags = IBV_SEND_INLINE; /* the shadow may be reused at once */
 	if (++q->unsignalled >= NV_CTS_SIGNAL_EVERY || q->unsignalled * 2 >= q->max_wr) {
-		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.send_flags |= IBV_SEND_SIGNALED;
 		wr.wr_id = NV_WRID(NV_WR_CTS, q->unsignalled, qi, slot);
 		q->unsignalled = 0;
 	}

@@ -109,8 +109,10 @@ static nv_status_t nv_comm_create_cqs(struct nv_comm *c, int nqps)
 	return NV_OK;
 }
 
+/* max_inline: bytes of inline data wanted (0 none); *got_inline: what the device granted. */
 static nv_status_t nv_comm_qp_create(struct nv_comm *c, struct nv_comm_dev *d, int send_wr,
-				     int recv_wr, int access, struct ibv_qp **qp)
+				     int recv_wr, int access, int max_inline, int *got_inline,
+				     struct ibv_qp **qp)
 {
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr attr;
@@ -125,9 +127,12 @@ static nv_status_t nv_comm_qp_create(struct nv_comm *c, struct nv_comm_dev *d, i
 	init.cap.max_recv_wr = (uint32_t)recv_wr;
 	init.cap.max_send_sge = 1;
 	init.cap.max_recv_sge = 1;
+	init.cap.max_inline_data = (uint32_t)max_inline;
 	st = nv_ibv_create_qp(d->pd, &init, qp);
 	if (st != NV_OK)
 		return st;
+	if (got_inline)
+		*got_inline = (int)init.cap.max_inline_data;
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_INIT;
 	attr.pkey_index = (uint16_t)nv_param_int(NV_PARAM_IB_PKEY);
@@ -140,6 +145,7 @@ static nv_status_t nv_comm_qp_create(struct nv_comm *c, struct nv_comm_dev *d, i
 nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps)
 {
 	int send = c->type == NV_COMM_SEND;
+	int use_inline = (int)nv_param_int(NV_PARAM_IB_USE_INLINE);
 	nv_status_t st;
 	int i;
 
@@ -170,10 +176,12 @@ nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps)
 		q->max_recv = send ? 1 : NV_RECV_QP_RECV_WR;
 		if (q->max_recv > d->hca->attr.max_qp_wr)
 			q->max_recv = d->hca->attr.max_qp_wr; /* irecv then waits for room */
+		/* NCCL_IB_USE_INLINE: receivers send single clear-to-send entries inline */
 		st = nv_comm_qp_create(c, d, wr, q->max_recv,
 				       send ? IBV_ACCESS_REMOTE_WRITE
 					    : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
-				       &q->qp);
+				       !send && use_inline ? (int)sizeof(struct nv_cts_entry) : 0,
+				       &q->max_inline, &q->qp);
 		if (st != NV_OK)
 			return st;
 	}
@@ -393,7 +401,8 @@ nv_status_t nv_comm_flush_qps(struct nv_comm *c)
 		d->flush_max = NV_MAX_REQUESTS < d->hca->attr.max_qp_wr ? NV_MAX_REQUESTS
 									 : d->hca->attr.max_qp_wr;
 		st = nv_comm_qp_create(c, d, d->flush_max, 1,
-				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &d->flush_qp);
+				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, 0, NULL,
+				       &d->flush_qp);
 		if (st != NV_OK)
 			return st;
 		memset(&a, 0, sizeof(a));

@@ -5,7 +5,8 @@
  * connection and splits every message over them (NCCL_IB_QPS_PER_CONNECTION=3,
  * NCCL_IB_SPLIT_DATA_ON_QPS=1) while the receiver's own settings differ: the
  * receiver must follow the sender. A second run uses 4 QPs without split
- * (messages rotate over QPs). Last, both again with 18-entry queues.
+ * (messages rotate over QPs). Last, both again with 18-entry queues, inline
+ * clear-to-send entries and adaptive-routing-style separate immediates.
  */
 #include "config.h"
 
@@ -190,6 +191,11 @@ int main(void)
 		 getenv("SIMVERBS_FABRIC") : "e2e-multi");
 	setenv("SIMVERBS_FABRIC", fabric, 1);
 	setenv("SIMVERBS_LIMITS", "max_qp_wr=18", 1);
+	/* and the optional protocol variants: inline clear-to-send, AR-style separate
+	 * immediate (forced on, also for RoCE, from 4 KiB) */
+	setenv("NCCL_IB_USE_INLINE", "1", 1);
+	setenv("NCCL_IB_ADAPTIVE_ROUTING", "1", 1);
+	setenv("NCCL_IB_AR_THRESHOLD", "4096", 1);
 	failed += run("=simroce0", "3", "1") != 0;
 	failed += run("=simib0", "4", "0") != 0;
 	return failed ? 1 : 0;

@@ -1,6 +1,6 @@
 /*
  * test_qp - QP bring-up as configured, checked on the QPs themselves
- * (ibv_query_qp over simverbs): NCCL_IB_SL/TC/FIFO_TC/TIMEOUT/RETRY_CNT/PKEY,
+ * (ibv_query_qp over simverbs): NCCL_IB_SL/TC/FIFO_TC/TIMEOUT/RETRY_CNT/PKEY/USE_INLINE,
  * QPS_PER_CONNECTION, GRH only when needed on IB and always on RoCE, and the
  * MTU negotiated per connection (min of both ports) without touching the
  * device table, so a later connection between two 4096-byte ports gets 4096.
@@ -90,6 +90,7 @@ static void knobs_roce(void)
 		query(r, i, &a);
 		CHECK(a.ah_attr.is_global == 1 && a.ah_attr.sl == 3);
 		CHECK(a.ah_attr.grh.traffic_class == 184); /* CTS direction: NCCL_IB_FIFO_TC */
+		CHECK(r->qps[i].max_inline >= 64 && s->qps[i].max_inline == 0); /* USE_INLINE */
 	}
 	CHECK(nv_net_close_send(s) == NV_OK && nv_net_close_recv(r) == NV_OK);
 }
@@ -124,6 +125,7 @@ int main(void)
 	setenv("NCCL_IB_TIMEOUT", "14", 1);
 	setenv("NCCL_IB_RETRY_CNT", "5", 1);
 	setenv("NCCL_IB_QPS_PER_CONNECTION", "2", 1);
+	setenv("NCCL_IB_USE_INLINE", "1", 1);
 	if (nv_param_load() != NV_OK || nv_devices_init() != NV_OK) {
 		fprintf(stderr, "test_qp: no simverbs devices; skipping\n");
 		return 77;

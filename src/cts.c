@@ -1,0 +1,57 @@
+/*
+ * cts.c - validators for data the peer RDMA-writes into our memory (see cts.h).
+ */
+#include "config.h"
+
+#include <limits.h>
+#include <stdio.h>
+
+#include "cts.h"
+
+int nv_cts_slot_check(const struct nv_cts_entry *e, uint64_t seq, int rdevs, char *why,
+		      size_t why_len)
+{
+	uint32_t n, r;
+	int d;
+
+	if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != seq + 1)
+		return 0;
+	n = e[0].nreqs;
+	if (n < 1 || n > NV_CTS_MAX_RECVS) {
+		snprintf(why, why_len, "a clear-to-send with %u grouped receives (max %d)", n,
+			 NV_CTS_MAX_RECVS);
+		return -1;
+	}
+	for (r = 0; r < n; r++) {
+		const struct nv_cts_entry *x = &e[r];
+
+		if (__atomic_load_n(&x->seq, __ATOMIC_ACQUIRE) != seq + 1)
+			return 0; /* the rest of this slot is still on its way */
+		if (x->nreqs != n || x->size > INT_MAX || (x->size && !x->addr) ||
+		    x->addr + x->size < x->addr)
+			goto err_entry;
+		for (d = 0; d < rdevs && d < NV_CTS_MAX_DEVS; d++)
+			if (x->size && !x->rkey[d])
+				goto err_entry;
+	}
+	return 1;
+err_entry:
+	snprintf(why, why_len, "incorrect receive info in slot %llu entry %u: size %llu addr 0x%llx "
+		 "rkey 0x%x nreqs %u", (unsigned long long)seq, r, (unsigned long long)e[r].size,
+		 (unsigned long long)e[r].addr, e[r].rkey[0], e[r].nreqs);
+	return -1;
+}
+
+int nv_records_check(const int32_t *rec, const int *capacity, int n, char *why, size_t why_len)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (rec[i] < 0 || rec[i] > capacity[i]) {
+			snprintf(why, why_len, "%d bytes reported for grouped receive %d of capacity %d",
+				 rec[i], i, capacity[i]);
+			return -1;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,49 @@
+/*
+ * cts.h - the clear-to-send entry the receiver RDMA-writes into the sender's
+ * FIFO, and pure validators for everything a peer writes into our memory
+ * over RDMA (CTS entries, grouped-receive size records). Pure functions: no
+ * comm, no verbs, no logging, so the fuzzers can call them.
+ */
+#ifndef NV_CTS_H
+#define NV_CTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NV_CTS_MAX_DEVS 8	/* == NV_COMM_MAX_DEVS */
+#define NV_CTS_MAX_RECVS 8	/* == NV_MAX_RECVS */
+
+/*
+ * One clear-to-send entry. Written by the RECEIVER with one RDMA WRITE of
+ * nreqs consecutive entries (from its shadow copy) into the SENDER's FIFO;
+ * read only by the sender's isend. Host byte order (both peers checked equal
+ * at connect). 64-byte aligned and registered without relaxed ordering, so
+ * an entry lands in address order: `seq` is the last field and, once it
+ * reads s + 1 for slot sequence s, the rest of the entry is valid.
+ */
+struct nv_cts_entry {
+	uint64_t addr;				/* receive buffer */
+	uint64_t size;				/* its capacity in bytes */
+	uint32_t rkey[NV_CTS_MAX_DEVS];		/* per RECEIVER device */
+	uint32_t tag;
+	uint32_t nreqs;				/* 1..NV_CTS_MAX_RECVS, same in all entries */
+	uint64_t seq;				/* slot sequence + 1; the ready flag */
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct nv_cts_entry) == 64, "CTS entry must be 64 bytes");
+
+/*
+ * The entries of the slot with sequence `seq` (e[0..NV_CTS_MAX_RECVS-1]):
+ * 1 all nreqs entries arrived and are usable; 0 not (completely) written
+ * yet; -1 hostile or corrupt, with the reason in why. rdevs: the receiver's
+ * device count (rkeys that must be valid).
+ */
+int nv_cts_slot_check(const struct nv_cts_entry *e, uint64_t seq, int rdevs, char *why,
+		      size_t why_len);
+
+/*
+ * Sizes a sender reported for a grouped receive of n buffers (rec[i]) against
+ * what was posted (capacity[i]): 0 valid, -1 with the reason in why.
+ */
+int nv_records_check(const int32_t *rec, const int *capacity, int n, char *why, size_t why_len);
+
+#endif /* NV_CTS_H */

@@ -1,0 +1,99 @@
+/*
+ * test_cts - validators for what a peer RDMA-writes into our memory: the
+ * clear-to-send slot (not yet written, partially written, valid, hostile)
+ * and the grouped-receive size records.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cts.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                  \
+	do {                                                                         \
+		if (!(cond)) {                                                       \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
+				#cond);                                              \
+			failures++;                                                  \
+		}                                                                    \
+	} while (0)
+
+static struct nv_cts_entry e[NV_CTS_MAX_RECVS];
+static char why[192];
+
+static void fill(uint64_t seq, uint32_t n)
+{
+	uint32_t i;
+
+	memset(e, 0, sizeof(e));
+	for (i = 0; i < n; i++) {
+		e[i].addr = 0x10000 + i * 4096;
+		e[i].size = 4096;
+		e[i].rkey[0] = 0x100 + i;
+		e[i].rkey[1] = 0x200 + i;
+		e[i].tag = i;
+		e[i].nreqs = n;
+		e[i].seq = seq + 1;
+	}
+}
+
+#define HOSTILE(stmt, word)                                                       \
+	do {                                                                      \
+		fill(7, 3);                                                       \
+		stmt;                                                             \
+		CHECK(nv_cts_slot_check(e, 7, 2, why, sizeof(why)) == -1);        \
+		CHECK(strstr(why, word) != NULL);                                 \
+	} while (0)
+
+static void test_slot(void)
+{
+	fill(7, 3);
+	CHECK(nv_cts_slot_check(e, 7, 2, why, sizeof(why)) == 1);
+	CHECK(nv_cts_slot_check(e, 6, 2, why, sizeof(why)) == 0);	/* stale slot */
+	CHECK(nv_cts_slot_check(e, 8, 2, why, sizeof(why)) == 0);	/* not yet written */
+	e[2].seq = 0;
+	CHECK(nv_cts_slot_check(e, 7, 2, why, sizeof(why)) == 0);	/* partially written */
+	fill(7, 1);
+	e[0].size = 0;
+	e[0].addr = 0;
+	e[0].rkey[0] = 0;
+	CHECK(nv_cts_slot_check(e, 7, 2, why, sizeof(why)) == 1);	/* zero-byte receive */
+	HOSTILE(e[0].nreqs = 0, "0 grouped");
+	HOSTILE(e[0].nreqs = 200, "200 grouped");
+	HOSTILE(e[1].nreqs = 2, "entry 1");
+	HOSTILE(e[2].size = 1ull << 40, "entry 2");
+	HOSTILE(e[1].addr = 0, "entry 1");
+	HOSTILE(e[1].addr = UINT64_MAX - 10, "entry 1");		/* wraps */
+	HOSTILE(e[2].rkey[1] = 0, "entry 2");				/* second device */
+	fill(7, 3);
+	e[2].rkey[2] = 0; /* beyond the peer's device count: not used, not checked */
+	CHECK(nv_cts_slot_check(e, 7, 2, why, sizeof(why)) == 1);
+}
+
+static void test_records(void)
+{
+	int32_t rec[3] = { 10, 0, 4096 };
+	int cap[3] = { 10, 5, 4096 };
+
+	CHECK(nv_records_check(rec, cap, 3, why, sizeof(why)) == 0);
+	rec[1] = 6;
+	CHECK(nv_records_check(rec, cap, 3, why, sizeof(why)) == -1 && strstr(why, "receive 1"));
+	rec[1] = -1;
+	CHECK(nv_records_check(rec, cap, 3, why, sizeof(why)) == -1);
+}
+
+int main(void)
+{
+	test_slot();
+	test_records();
+	if (failures) {
+		fprintf(stderr, "test_cts: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_cts: all checks passed\n");
+	return 0;
+}
