@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "device.h"
@@ -118,6 +119,7 @@ static void mtu_ib(void)
 
 int main(void)
 {
+	alarm(60);
 	setenv("SIMVERBS_DEVICES", "simib0:ll=ib;simib1:ll=ib,mtu=1024;simroce0:ll=eth", 1);
 	setenv("NCCL_IB_SL", "3", 1);
 	setenv("NCCL_IB_TC", "96", 1);
