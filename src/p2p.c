@@ -521,6 +521,13 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 			NV_MAX_RECVS);
 		return NV_ERR_INVALID;
 	}
+	for (i = 0; i < n; i++) {
+		if (nv_unlikely(sizes[i] && (!mhandles || !mhandles[i]))) {
+			NV_WARN("irecv from %s: buffer %d of %zu bytes has no registration", c->peer,
+				i, sizes[i]);
+			return NV_ERR_INVALID;
+		}
+	}
 	if (!nv_recv_room(rc) && (nv_comm_progress(c) != NV_OK || !nv_recv_room(rc)))
 		return c->error;
 	req = nv_req_get(c, NV_REQ_RECV);
@@ -528,11 +535,11 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 		return nv_comm_liveness(c, NULL);
 	req->seq = rc->head;
 	req->nreqs = (uint8_t)n;
-	req->mem_kind = (uint8_t)(mhandles[0] ? ((struct nv_mhandle *)mhandles[0])->kind
-					      : NV_MEM_HOST);
+	req->mem_kind = (uint8_t)(mhandles && mhandles[0] ? ((struct nv_mhandle *)mhandles[0])->kind
+							  : NV_MEM_HOST);
 	e = ((struct nv_recv_ctrl *)c->ctrl)->shadow[req->seq % NV_FIFO_SLOTS];
 	for (i = 0; i < n; i++) {
-		const struct nv_mhandle *mh = mhandles[i];
+		const struct nv_mhandle *mh = mhandles ? mhandles[i] : NULL;
 
 		req->sizes[i] = sizes[i] > INT_MAX ? INT_MAX : (int)sizes[i];
 		e[i].addr = (uintptr_t)data[i];
