@@ -7,7 +7,8 @@
 # --runs N      executions per target (default 20000: the short pass of check-extra)
 # --time S      instead, run each target for S seconds
 # --seeds       (re)generate the seed corpus in the source tree first
-# targets       handle hdr hello status meta stream (default: all)
+# targets       handle hdr hello status meta stream cts records (default: all whose
+#               decoder source exists: cts/records need src/cts.c)
 # Environment: NV_TOP_SRCDIR, NV_TOP_BUILDDIR (default: this checkout and ./build),
 # CLANG (default clang). Exit 77 when clang cannot link -fsanitize=fuzzer.
 # New inputs go to a scratch corpus under the build dir; the committed seed
@@ -30,7 +31,10 @@ while [ $# -gt 0 ]; do
 	*) targets+=("$1"); shift ;;
 	esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(handle hdr hello status meta stream)
+if [ ${#targets[@]} -eq 0 ]; then
+	targets=(handle hdr hello status meta stream)
+	[ -f "$src/src/cts.c" ] && targets+=(cts records)
+fi
 
 out=$build/test/fault/fuzz-out
 bin=$build/test/fault/fuzz-bin
@@ -57,7 +61,8 @@ fi
 status=0
 for t in "${targets[@]}"; do
 	exe=$bin/fuzz_$t
-	"$cc" "${cflags[@]}" "$src/src/wire.c" "$src/test/fault/fuzz/fuzz_$t.c" -o "$exe" || exit 1
+	case $t in cts|records) dec=$src/src/cts.c ;; *) dec=$src/src/wire.c ;; esac
+	"$cc" "${cflags[@]}" "$dec" "$src/test/fault/fuzz/fuzz_$t.c" -o "$exe" || exit 1
 	mkdir -p "$out/$t/corpus"
 	if [ -n "$time" ]; then limit=(-max_total_time="$time"); else limit=(-runs="$runs"); fi
 	start=$(date +%s)

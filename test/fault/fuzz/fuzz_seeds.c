@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "cts.h"
 #include "wire.h"
 
 static const char *root;
@@ -162,5 +163,39 @@ int main(int argc, char **argv)
 	nv_wire_status_encode(NV_WST_PROBE_FAILED, stream + off + NV_WIRE_HDR_SIZE);
 	off += NV_WIRE_HDR_SIZE + NV_WIRE_STATUS_SIZE;
 	put("stream", "seed-connector", stream, off);
+
+	/* A ready slot of 3 grouped receives (seq 41 -> entries carry 42), 2 devices. */
+	{
+		struct nv_cts_entry e[3];
+		uint8_t cbuf[9 + sizeof(e)];
+		uint64_t seq = 41;
+		int32_t recs[1 + 2 * NV_CTS_MAX_RECVS];
+
+		memset(e, 0, sizeof(e));
+		for (i = 0; i < 3; i++) {
+			e[i].addr = 0x7f0000100000ull + (uint64_t)i * 0x10000;
+			e[i].size = i == 2 ? 0 : 4096u << i;
+			e[i].rkey[0] = 0x1234 + (uint32_t)i;
+			e[i].rkey[1] = 0x5678 + (uint32_t)i;
+			e[i].tag = 7 + (uint32_t)i;
+			e[i].nreqs = 3;
+			e[i].seq = seq + 1;
+		}
+		memcpy(cbuf, &seq, 8);
+		cbuf[8] = 1; /* rdevs 2 */
+		memcpy(cbuf + 9, e, sizeof(e));
+		put("cts", "seed-slot3", cbuf, sizeof(cbuf));
+		put("cts", "seed-slot1", cbuf, 9 + sizeof(e[0]));
+		/* records: n = 3, (reported, capacity) pairs */
+		((uint8_t *)recs)[0] = 3;
+		{
+			uint8_t rb[1 + 3 * 8];
+			int32_t v[6] = { 100, 4096, 0, 8192, 8192, 8192 };
+
+			rb[0] = 3;
+			memcpy(rb + 1, v, sizeof(v));
+			put("records", "seed-3", rb, sizeof(rb));
+		}
+	}
 	return 0;
 }
