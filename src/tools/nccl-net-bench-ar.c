@@ -135,6 +135,19 @@ static void nb_ar_sum(float *restrict dst, const float *restrict a, const float 
 		dst[i] = a[i] + b[i];
 }
 
+/* dst = dst2 = a + b in one pass (recvReduceCopySend). */
+static void nb_ar_sum2(float *restrict dst, float *restrict dst2, const float *restrict a,
+		       const float *restrict b, size_t len)
+{
+	size_t i = 0, j;
+
+	for (; i + NB_AR_BLOCK <= len; i += NB_AR_BLOCK)
+		for (j = 0; j < NB_AR_BLOCK; j++)
+			dst[i + j] = dst2[i + j] = a[i + j] + b[i + j];
+	for (; i < len; i++)
+		dst[i] = dst2[i] = a[i] + b[i];
+}
+
 static int nb_ar_exec(struct nb_stream *s, const struct nb_step *st, char **rptr, char **sptr)
 {
 	struct nb_ar *a = s->state;
@@ -150,8 +163,7 @@ static int nb_ar_exec(struct nb_stream *s, const struct nb_step *st, char **rptr
 		nb_ar_sum(sp, rp, in, len);
 		break;
 	case NB_AR_RRCS:
-		nb_ar_sum(out, rp, in, len);
-		memcpy(sp, out, len * sizeof(float));
+		nb_ar_sum2(out, sp, rp, in, len);
 		break;
 	case NB_AR_RCS:
 		memcpy(out, rp, len * sizeof(float));
