@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nccl/net.h"
@@ -50,7 +51,7 @@ static void exchange(ncclNet_v12_t *n, void *ctx, int vd)
 	void *lc = NULL, *sc = NULL, *rc = NULL, *smh = NULL, *rmh = NULL;
 
 	CHECK(n->listen(ctx, vd, handle, &lc) == ncclSuccess && lc);
-	for (int i = 0; i < 1000000 && (!sc || !rc); i++) {
+	for (time_t end = time(NULL) + 60; (!sc || !rc) && time(NULL) < end;) {
 		if (!sc && n->connect(ctx, vd, handle, &sc, NULL) != ncclSuccess)
 			break;
 		if (!rc && n->accept(lc, &rc, NULL) != ncclSuccess)
@@ -67,20 +68,23 @@ static void exchange(ncclNet_v12_t *n, void *ctx, int vd)
 		size_t len = it ? 0 : sz, cap = sz;
 		void *sr = NULL, *rr = NULL, *data = rb;
 		int tag = 5, ds = 0, dr = 0, ssize = -1, rsize[8] = { -1 };
+		ncclResult_t res = ncclSuccess;
+		time_t end = time(NULL) + 60;
 
 		memset(rb, 0, sz);
-		while (!rr && n->irecv(rc, 1, &data, &cap, &tag, &rmh, NULL, &rr) == ncclSuccess)
-			;
-		while (!sr && n->isend(sc, sb, len, 5, smh, NULL, &sr) == ncclSuccess)
-			;
-		CHECK(sr && rr);
-		for (long i = 0; i < 100000000 && sr && rr && (!ds || !dr); i++) {
-			if (!ds && n->test(sr, &ds, &ssize) != ncclSuccess)
-				break;
-			if (!dr && n->test(rr, &dr, rsize) != ncclSuccess)
-				break;
+		/* Drive both sides from one loop, as NCCL's proxy does: posting may
+		 * return NULL until the other side has progressed. */
+		while (res == ncclSuccess && (!ds || !dr) && time(NULL) < end) {
+			if (!rr)
+				res = n->irecv(rc, 1, &data, &cap, &tag, &rmh, NULL, &rr);
+			if (!sr && res == ncclSuccess)
+				res = n->isend(sc, sb, len, 5, smh, NULL, &sr);
+			if (sr && !ds && res == ncclSuccess)
+				res = n->test(sr, &ds, &ssize);
+			if (rr && !dr && res == ncclSuccess)
+				res = n->test(rr, &dr, rsize);
 		}
-		CHECK(ds && dr && rsize[0] == (int)len);
+		CHECK(res == ncclSuccess && ds && dr && rsize[0] == (int)len);
 		CHECK(len == 0 || memcmp(sb, rb, sz) == 0);
 	}
 	CHECK(n->deregMr(sc, smh) == ncclSuccess && n->deregMr(rc, rmh) == ncclSuccess);
