@@ -480,6 +480,8 @@ int nb_run(struct nb_engine *e, struct nb_stream *streams, int n)
 {
 	double idle_since = 0;
 
+	if (nb_progress_recv_post(e) != 0)	/* receives first, before any send */
+		return -1;
 	for (;;) {
 		uint64_t events = e->events;
 
