@@ -26,6 +26,7 @@ static int nvt_failures;
 static char nvt_warns[16384];
 static int nvt_nwarn;
 
+__attribute__((format(printf, 5, 6)))
 static void nvt_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		       const char *fmt, ...)
 {

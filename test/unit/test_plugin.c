@@ -20,6 +20,7 @@
 static const char *plugin_path;
 static int infos_net_init; /* INFO messages flagged NET|INIT */
 
+__attribute__((format(printf, 5, 6)))
 static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		   const char *fmt, ...)
 {
