@@ -2,6 +2,7 @@
  * test_qp - QP bring-up as configured, checked on the QPs themselves
  * (ibv_query_qp over simverbs): NCCL_IB_SL/TC/FIFO_TC/TIMEOUT/RETRY_CNT/PKEY/USE_INLINE,
  * QPS_PER_CONNECTION, GRH only when needed on IB and always on RoCE, and the
+ * communicator's trafficClass as SL/TC fallback, the
  * MTU negotiated per connection (min of both ports) without touching the
  * device table, so a later connection between two 4096-byte ports gets 4096.
  */
@@ -40,7 +41,7 @@ static int find(const char *name)
 	exit(1);
 }
 
-static void pair(int sdev, int rdev, struct nv_comm **s, struct nv_comm **r)
+static void pair_tc(int sdev, int rdev, int tc, struct nv_comm **s, struct nv_comm **r)
 {
 	char handle[128];
 	void *lc, *sc = NULL, *rc = NULL;
@@ -49,7 +50,7 @@ static void pair(int sdev, int rdev, struct nv_comm **s, struct nv_comm **r)
 	if (nv_net_listen(NULL, rdev, handle, &lc) != NV_OK)
 		exit(1);
 	for (i = 0; (!sc || !rc) && i < 2000000; i++) {
-		if (!sc && nv_net_connect(NULL, sdev, handle, -1, &sc) != NV_OK)
+		if (!sc && nv_net_connect(NULL, sdev, handle, tc, &sc) != NV_OK)
 			exit(1);
 		if (!rc && nv_net_accept(lc, &rc) != NV_OK)
 			exit(1);
@@ -61,6 +62,11 @@ static void pair(int sdev, int rdev, struct nv_comm **s, struct nv_comm **r)
 	nv_net_close_listen(lc);
 	*s = sc;
 	*r = rc;
+}
+
+static void pair(int sdev, int rdev, struct nv_comm **s, struct nv_comm **r)
+{
+	pair_tc(sdev, rdev, -1, s, r);
 }
 
 static void query(struct nv_comm *c, int i, struct ibv_qp_attr *a)
@@ -117,6 +123,32 @@ static void mtu_ib(void)
 	CHECK(nv_net_close_send(s) == NV_OK && nv_net_close_recv(r) == NV_OK);
 }
 
+/* The environment minus the SL/TC knobs. */
+static const char *env_without_sl_tc(const char *name, void *arg)
+{
+	(void)arg;
+	if (!strcmp(name, "NCCL_IB_SL") || !strcmp(name, "NCCL_IB_TC") ||
+	    !strcmp(name, "NCCL_IB_FIFO_TC"))
+		return NULL;
+	return getenv(name);
+}
+
+/* Without NCCL_IB_SL/TC the communicator's trafficClass gives both (as NCCL). */
+static void traffic_class(void)
+{
+	struct nv_comm *s, *r;
+	struct ibv_qp_attr a;
+	int d = find("simroce0");
+
+	CHECK(nv_param_load_from(env_without_sl_tc, NULL) == NV_OK);
+	pair_tc(d, d, 5, &s, &r);
+	query(s, 0, &a);
+	CHECK(a.ah_attr.sl == 5 && a.ah_attr.grh.traffic_class == 5);
+	query(r, 0, &a);
+	CHECK(a.ah_attr.sl == 5 && a.ah_attr.grh.traffic_class == 5); /* follows the sender */
+	CHECK(nv_net_close_send(s) == NV_OK && nv_net_close_recv(r) == NV_OK);
+}
+
 int main(void)
 {
 	alarm(60);
@@ -134,6 +166,7 @@ int main(void)
 	}
 	knobs_roce();
 	mtu_ib();
+	traffic_class();
 	nv_devices_fini();
 	if (failures) {
 		fprintf(stderr, "test_qp: %d failure(s)\n", failures);
