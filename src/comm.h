@@ -11,7 +11,19 @@
  *    records as that WR's payload).
  *  - Slots are used strictly in sequence order on both sides. A message with
  *    sequence s uses QPs (s * nq + i) % nqps, i < nq, so both sides agree on
- *    where completions arrive without exchanging anything.
+ *    where completions arrive without exchanging anything; its CTS goes on
+ *    QP s % nqps. Each used QP carries a 128-byte-aligned chunk of every
+ *    request of the slot (nq = 1 unless split or several devices).
+ *  - A slot (and its shadow entries and size records) is reused for sequence
+ *    s + NV_FIFO_SLOTS only after the data of a later sequence arrived, which
+ *    the request pool of NV_MAX_REQUESTS receives guarantees; the sender
+ *    reuses its slot state only after the old chain's completions were polled.
+ *  - With adaptive routing (IB default) a message of >= NCCL_IB_AR_THRESHOLD
+ *    bytes ends with a separate 0-byte WRITE_WITH_IMM; otherwise a single
+ *    receive's last data WR carries the immediate itself.
+ *  - Send and receive queues never overflow: every post checks the QP's
+ *    outstanding count (retired by signalled completions) and waits (NULL
+ *    request) when full.
  *
  * Threads: a comm is driven by one progress thread (isend/irecv/test/iflush)
  * while the service thread may register memory on it; registration touches
@@ -20,7 +32,9 @@
  *
  * Errors are sticky: the first completion error, fatal async event or dead
  * peer sets comm->error and comm->why; every later call returns comm->error
- * and repeats comm->why.
+ * and repeats comm->why. A dead peer that owes us nothing in flight is found
+ * through the handshake socket, kept open for that: while a caller waits
+ * without progress, it is checked at most every NV_LIVENESS_NS.
  */
 #ifndef NV_COMM_H
 #define NV_COMM_H

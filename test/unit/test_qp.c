@@ -1,10 +1,10 @@
 /*
  * test_qp - QP bring-up as configured, checked on the QPs themselves
  * (ibv_query_qp over simverbs): NCCL_IB_SL/TC/FIFO_TC/TIMEOUT/RETRY_CNT/PKEY/USE_INLINE,
- * QPS_PER_CONNECTION, GRH only when needed on IB and always on RoCE, and the
- * communicator's trafficClass as SL/TC fallback, the
- * MTU negotiated per connection (min of both ports) without touching the
- * device table, so a later connection between two 4096-byte ports gets 4096.
+ * QPS_PER_CONNECTION, GRH only when needed on IB and always on RoCE, the
+ * communicator's trafficClass as SL/TC fallback, and the MTU negotiated per
+ * connection (min of both ports) without touching the device table, so a
+ * later connection between two 4096-byte ports gets 4096.
  */
 #include "config.h"
 
