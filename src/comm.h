@@ -15,7 +15,7 @@
  *    QP s % nqps. Each used QP carries a 128-byte-aligned chunk of every
  *    request of the slot (nq = 1 unless split or several devices).
  *  - A slot (and its shadow entries and size records) is reused for sequence
- *    s + NV_FIFO_SLOTS only after the data of a later sequence arrived, which
+ *    s + NV_FIFO_SLOTS only after the data of s (or a later sequence) arrived, which
  *    the request pool of NV_MAX_REQUESTS receives guarantees; the sender
  *    reuses its slot state only after the old chain's completions were polled.
  *  - With adaptive routing (IB default) a message of >= NCCL_IB_AR_THRESHOLD
