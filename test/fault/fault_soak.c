@@ -277,6 +277,9 @@ static int recv_pass(struct fh *f, int c, struct conn *cn, uint8_t *scratch, lon
 			*bytes += (long)s->st.size[j];
 		}
 		cn->retired++;
+		if (getenv("FAULT_SOAK_PROGRESS") && cn->retired % 20000 == 0)
+			fh_log("receiver: connection %d at step %ld of %ld", c, cn->retired,
+			       cn->nsteps);
 		moved = 1;
 	}
 	return moved;

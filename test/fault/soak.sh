@@ -8,7 +8,7 @@
 # Defaults: --messages 1000000 --conns 4 --depth 8, build dir ./build. Prints
 # the result line and the wall time; exit status 0 only when every message
 # arrived once, intact and with its size. (make check runs the same program
-# with 20000 messages: test/fault/fault_soak.)
+# with 20000 messages: test/fault/fault_soak.) FAULT_SOAK_PROGRESS=1 prints progress.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$src/build
