@@ -33,8 +33,9 @@
  * Errors are sticky: the first completion error, fatal async event or dead
  * peer sets comm->error and comm->why; every later call returns comm->error
  * and repeats comm->why. A dead peer that owes us nothing in flight is found
- * through the handshake socket, kept open for that: while a caller waits
- * without progress, it is checked at most every NV_LIVENESS_NS.
+ * through the handshake socket, kept open for that (with TCP keepalive, for a
+ * host that vanishes without closing): while a caller waits without
+ * progress, it is checked at most every NV_LIVENESS_NS.
  */
 #ifndef NV_COMM_H
 #define NV_COMM_H
@@ -60,6 +61,9 @@
 #define NV_CHUNK_ALIGN 128			/* multi-QP split granularity */
 #define NV_LIVENESS_NS 100000000ull		/* socket liveness check while waiting */
 #define NV_LIVENESS_POLLS 64			/* idle polls per clock read (power of 2) */
+#define NV_KEEPALIVE_IDLE_S 10			/* a vanished peer host: found in ~25 s */
+#define NV_KEEPALIVE_INTVL_S 5
+#define NV_KEEPALIVE_CNT 3
 #define NV_COMM_WHY_LEN 640
 _Static_assert(NV_CTS_MAX_DEVS == NV_COMM_MAX_DEVS && NV_CTS_MAX_RECVS == NV_MAX_RECVS,
 	       "cts.h limits follow the comm's");

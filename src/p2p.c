@@ -415,11 +415,13 @@ void nv_send_comm_ready(struct nv_send_comm *sc)
 	for (i = 0; i < NV_FIFO_SLOTS; i++)
 		sc->slots[i].seq = UINT64_MAX;
 	sc->base.last_alive_ns = nv_now_ns();
+	nv_sock_keepalive(sc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
 }
 
 void nv_recv_comm_ready(struct nv_recv_comm *rc)
 {
 	rc->base.last_alive_ns = nv_now_ns();
+	nv_sock_keepalive(rc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
 }
 
 /* ---- receive --------------------------------------------------------------- */

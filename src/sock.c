@@ -347,6 +347,16 @@ int nv_sock_recv(int fd, void *buf, size_t len, size_t *off)
 	return 1;
 }
 
+void nv_sock_keepalive(int fd, int idle_s, int intvl_s, int cnt)
+{
+	int one = 1;
+
+	(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl_s, sizeof(intvl_s));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
 int nv_sock_alive(int fd)
 {
 	char c;

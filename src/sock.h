@@ -62,6 +62,10 @@ int nv_sock_connect_check(int fd);
 int nv_sock_send(int fd, const void *buf, size_t len, size_t *off);
 int nv_sock_recv(int fd, void *buf, size_t len, size_t *off);
 
+/* TCP keepalive so a peer host that vanishes without FIN/RST also ends the
+ * connection (idle_s, then probes every intvl_s, cnt of them). Best effort. */
+void nv_sock_keepalive(int fd, int idle_s, int intvl_s, int cnt);
+
 /* 1 when the peer has not closed or reset the socket, 0 otherwise. */
 int nv_sock_alive(int fd);
 

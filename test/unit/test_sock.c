@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,14 @@ static void test_transfer(void)
 	CHECK(roff == sizeof(got) && !memcmp(big, got, sizeof(big)));
 	CHECK(nv_sock_recv(afd, got, 1, &(size_t){ 0 }) == 0); /* would block */
 	CHECK(nv_sock_alive(afd) == 1);
+	{
+		int v = 0;
+		socklen_t l = sizeof(v);
+
+		nv_sock_keepalive(afd, 10, 5, 3);
+		CHECK(getsockopt(afd, SOL_SOCKET, SO_KEEPALIVE, &v, &l) == 0 && v == 1);
+		CHECK(getsockopt(afd, IPPROTO_TCP, TCP_KEEPIDLE, &v, &l) == 0 && v == 10);
+	}
 	nv_sock_close(&cfd);
 	CHECK(cfd == -1);
 	CHECK(nv_sock_alive(afd) == 0);
