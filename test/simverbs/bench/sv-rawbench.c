@@ -164,8 +164,8 @@ static int bw_writes(struct rb *b, size_t size, unsigned iters, double *gbps, do
 }
 
 /* One repetition: side 0 fills its source with this repetition's pattern and writes, side 1
- * checks and reports. Every repetition of the run has its own seed, so a write that did not
- * land leaves the previous pattern and fails the check; side 1 does not clear its buffer,
+ * checks the bytes and reports. Every repetition of the run has its own seed, so an offset no
+ * write reached keeps the previous pattern and fails the check; side 1 does not clear its buffer,
  * which would leave the target's lines dirty in the other core's cache and tax the writer
  * with coherence traffic that pvm-bw (the ceiling) does not pay. */
 static int bw_rep(struct rb *b, size_t size, unsigned iters, uint64_t seed, double *gbps,
@@ -215,6 +215,15 @@ static int run_bw(struct rb *b)
 				free(v);
 				return -1;
 			}
+		}
+		/* Untimed integrity lap: each write to its own offset, so any single lost or
+		 * misplaced write shows (the timed reps write each offset many times). */
+		size_t lap = b->o->max_size / size > 4096 ? 4096 : b->o->max_size / size;
+		double unused[2];
+
+		if (bw_rep(b, size, (unsigned)lap, ++b->bw_seed, &unused[0], &unused[1])) {
+			free(v);
+			return -1;
 		}
 		if (b->side == 0)
 			printf("write_bw size=%zu iters=%llu reps=%u median_GBps=%.3f "
