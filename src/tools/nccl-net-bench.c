@@ -250,13 +250,24 @@ static int nb_cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Ranks that write data in test t (on simverbs the writer's CPU does the copy). */
+static int nb_writer(int t, int r)
+{
+	if (t == NB_T_SENDRECV)
+		return r % 2 == 0;
+	if (t == NB_T_MULTIRECV)
+		return r > 0;
+	return 1;
+}
+
 /*
  * Over the repetitions: median and minimum of the slowest rank's wall time,
- * median of the busiest rank's CPU time (seconds per iteration). CPU time is
- * what load from other processes does not inflate (as sv-rawbench's cpu_GBps).
+ * median of the busiest writing rank's CPU time (seconds per iteration). CPU time is
+ * what load from other processes does not inflate (as sv-rawbench's cpu_GBps,
+ * counted over the ranks that write data).
  */
-static void nb_reduce_time(const struct nb_sample *all, int nranks, int reps, int iters,
-			   double *med, double *min, double *cpu)
+static void nb_reduce_time(int test, const struct nb_sample *all, int nranks, int reps,
+			   int iters, double *med, double *min, double *cpu)
 {
 	double t[NB_MAX_REPEAT], u[NB_MAX_REPEAT];
 	int k, r;
@@ -265,7 +276,8 @@ static void nb_reduce_time(const struct nb_sample *all, int nranks, int reps, in
 		t[k] = u[k] = 0;
 		for (r = 0; r < nranks; r++) {
 			t[k] = all[r].t[k] > t[k] ? all[r].t[k] : t[k];
-			u[k] = all[r].cpu[k] > u[k] ? all[r].cpu[k] : u[k];
+			if (nb_writer(test, r) && all[r].cpu[k] > u[k])
+				u[k] = all[r].cpu[k];
 		}
 	}
 	qsort(t, (size_t)reps, sizeof(double), nb_cmp_double);
@@ -327,7 +339,7 @@ static int nb_measure(int t, struct nb_ctx *c, size_t size, struct nb_result *re
 		return -1;
 	}
 	nb_test_describe(t, c, size, res);
-	nb_reduce_time(all, c->nranks, c->o->repeat, c->o->iters, &secs, &tmin, &cpu);
+	nb_reduce_time(t, all, c->nranks, c->o->repeat, c->o->iters, &secs, &tmin, &cpu);
 	if (t == NB_T_LATENCY) {
 		secs /= 2;	/* half round trip */
 		tmin /= 2;

@@ -251,7 +251,7 @@ struct nb_result {
 	double time_us;			/* median over repetitions */
 	double time_min_us;		/* fastest repetition */
 	double algbw, busbw;
-	double cpu_busbw;		/* busbw per CPU second of the busiest rank */
+	double cpu_busbw;		/* busbw per CPU second of the busiest writing rank */
 	long wrong;
 };
 
