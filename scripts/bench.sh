@@ -147,7 +147,7 @@ rbc=$(rratio bcpu acpu); rcm=$(ratio "$cmin" "$crawmin"); rdc=$(rratio dcpu bcpu
 echo
 echo "== summary ($fabric, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)); medians over $rounds rounds"
 echo "   (ratios: median of the per-round ratios; latency min: fastest repetition of all rounds)"
-echo "   wall clock                                               | per CPU second of the busiest process (load-proof)"
+echo "   wall clock                                               | per CPU second of the busiest writing process"
 printf "  (a) raw RDMA WRITE 4 MiB          %8s GB/s                      | %8s GB/s\n" "${a:-n/a}" "${acpu:-n/a}"
 printf "  (b) plugin sendrecv 4 MiB         %8s GB/s (b)/(a) %-5s >=0.9 %-6s | %8s GB/s (b)/(a) %-5s %s\n" \
 	"${b:-n/a}" "$rb" "$(verdict "$rb" '>=' 0.9)" "${bcpu:-n/a}" "$rbc" "$(verdict "$rbc" '>=' 0.9)"
