@@ -70,6 +70,13 @@ test_fault_fault_cq_SOURCES = test/fault/fault_cq.c
 test_fault_fault_cq_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_cq_LDADD = $(FAULT_LDADD)
 
+# The soak again over 4 QPs per connection, split (the program's name selects it).
+check_PROGRAMS += test/fault/fault_soak_qps
+TESTS += test/fault/fault_soak_qps
+test_fault_fault_soak_qps_SOURCES = test/fault/fault_soak.c
+test_fault_fault_soak_qps_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_soak_qps_LDADD = $(FAULT_LDADD)
+
 # Known bugs found by these tests go to /work/notes/requests-for-*.md; while
 # one is open, its case runs in a copy of the program named *_xfail, listed in
 # XFAIL_TESTS (the name selects the cases). Fixed so far: P1-F1 (empty GID

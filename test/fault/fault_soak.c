@@ -8,6 +8,8 @@
  *
  * Defaults: 20000 messages, 4 connections, 4 receive groups in flight per
  * connection (the make-check run). The long run is test/fault/soak.sh.
+ * Built a second time as fault_soak_qps: 10000 messages over 4 QPs per
+ * connection with NCCL_IB_SPLIT_DATA_ON_QPS=1 (multi-QP chunking).
  *
  * Both processes derive the same schedule from the seed: connection c, step
  * k -> a group of g messages with distinct tags, sizes and contents. The
@@ -429,6 +431,12 @@ int main(int argc, char **argv)
 	pid_t pr, ps;
 	double t0 = fh_now();
 
+	/* fault_soak_qps: the same soak over 4 QPs per connection, messages split over them. */
+	if (strstr(argv[0], "_qps")) {
+		setenv("NCCL_IB_QPS_PER_CONNECTION", "4", 0);
+		setenv("NCCL_IB_SPLIT_DATA_ON_QPS", "1", 0);
+		O.messages = 10000;
+	}
 	parse(argc, argv);
 	/* make check: 60 s per 20k messages is far beyond need; long runs set no limit */
 	if (O.messages <= 100000)
