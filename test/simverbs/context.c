@@ -439,30 +439,47 @@ void sv_async_post(struct sv_context *ctx, enum ibv_event_type type, uint32_t ob
 	sv_async_post_remote(sv_g.pid, ctx->chan_id, type, obj);
 }
 
+/* Resolves the object of an event and counts it as reported, under sv_g.lock
+ * so that a concurrent destroy either sees the count or unlinked the object
+ * before (then the event is dropped, as the kernel drops events of destroyed
+ * objects). */
 static bool sv_async_resolve(struct ibv_async_event *ev, const struct sv_async_msg *m)
 {
+	bool found = true;
+
+	pthread_mutex_lock(&sv_g.lock);
 	switch (m->type) {
 	case IBV_EVENT_CQ_ERR: {
 		struct sv_cq *cq = sv_g.cq_by_slot[m->obj % SV_MAX_CQ_SLOTS];
 
 		ev->element.cq = cq ? &cq->ibv : NULL;
-		return cq != NULL;
+		found = cq != NULL;
+		if (found)
+			cq->async_events_reported++;
+		break;
 	}
 	case IBV_EVENT_QP_FATAL:
 	case IBV_EVENT_QP_REQ_ERR:
 	case IBV_EVENT_QP_ACCESS_ERR:
 	case IBV_EVENT_COMM_EST:
 	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
 	case IBV_EVENT_QP_LAST_WQE_REACHED: {
 		struct sv_qp *qp = sv_g.qp_by_slot[m->obj & (SV_MAX_QP_SLOTS - 1)];
 
-		ev->element.qp = qp && qp->ibv.qp_num == m->obj ? &qp->ibv : NULL;
-		return ev->element.qp != NULL;
+		found = qp && qp->ibv.qp_num == m->obj;
+		ev->element.qp = found ? &qp->ibv : NULL;
+		if (found)
+			qp->events_reported++;
+		break;
 	}
 	default:
 		ev->element.port_num = (int)m->obj;
-		return true;
+		break;
 	}
+	pthread_mutex_unlock(&sv_g.lock);
+	return found;
 }
 
 SV_EXPORT int ibv_get_async_event(struct ibv_context *ibctx, struct ibv_async_event *event);
@@ -482,8 +499,53 @@ int ibv_get_async_event(struct ibv_context *ibctx, struct ibv_async_event *event
 	}
 }
 
+static void sv_event_done(pthread_mutex_t *mu, pthread_cond_t *cond, uint32_t *completed)
+{
+	pthread_mutex_lock(mu);
+	++*completed;
+	pthread_cond_broadcast(cond);
+	pthread_mutex_unlock(mu);
+}
+
+/* Releases an event from ibv_get_async_event; a destroy of its QP or CQ
+ * waits for this (rdma-core semantics). */
 SV_EXPORT void ibv_ack_async_event(struct ibv_async_event *event);
 void ibv_ack_async_event(struct ibv_async_event *event)
 {
-	(void)event;
+	switch (event->event_type) {
+	case IBV_EVENT_CQ_ERR: {
+		struct ibv_cq *cq = event->element.cq;
+
+		sv_event_done(&cq->mutex, &cq->cond, &cq->async_events_completed);
+		return;
+	}
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED: {
+		struct ibv_qp *qp = event->element.qp;
+
+		sv_event_done(&qp->mutex, &qp->cond, &qp->events_completed);
+		return;
+	}
+	default:
+		return;
+	}
+}
+
+/* Destroy side: blocks until every event handed out for the object has been
+ * acknowledged (*completed == reported, and *completed2 == reported2 when
+ * completed2 is not NULL).  The object is already unlinked, so the reported
+ * counts no longer move. */
+void sv_events_wait(pthread_mutex_t *mu, pthread_cond_t *cond, const uint32_t *completed,
+		    uint32_t reported, const uint32_t *completed2, uint32_t reported2)
+{
+	pthread_mutex_lock(mu);
+	while (*completed != reported || (completed2 && *completed2 != reported2))
+		pthread_cond_wait(cond, mu);
+	pthread_mutex_unlock(mu);
 }

@@ -147,7 +147,9 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *ibctx, int cqe, void *cq_contex
 	cq->ibv.handle = cq->slot;
 	if (channel)
 		channel->refcnt++;
+	pthread_mutex_lock(&sv_g.lock);
 	sv_g.cq_by_slot[cq->slot] = cq;
+	pthread_mutex_unlock(&sv_g.lock);
 	sv_obj_add(&cq->obj, SV_K_CQ);
 	return &cq->ibv;
 err_slot:
@@ -167,13 +169,20 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 		return EINVAL;
 	if (atomic_load(&cq->nqps))
 		return EBUSY;
-	sv_g.cq_by_slot[cq->slot] = NULL;
+	pthread_mutex_lock(&sv_g.lock);
+	sv_g.cq_by_slot[cq->slot] = NULL;	/* no more events resolve to it */
+	pthread_mutex_unlock(&sv_g.lock);
 	sv_cq_slot_free(cq);
 	munmap(cq->ring, cq->ring_bytes);
 	if (cq->chan_fd_w >= 0)
 		close(cq->chan_fd_w);
 	if (ibcq->channel)
 		ibcq->channel->refcnt--;
+	/* as rdma-core: wait until every completion and async event handed
+	 * out for this CQ has been acknowledged */
+	sv_events_wait(&ibcq->mutex, &ibcq->cond, &ibcq->comp_events_completed,
+		       cq->comp_events_reported, &ibcq->async_events_completed,
+		       cq->async_events_reported);
 	sv_obj_del(&cq->obj);
 	free(cq);
 	return 0;
@@ -342,8 +351,14 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 
 		if (read(channel->fd, &slot, sizeof(slot)) != sizeof(slot))
 			return -1;
+		pthread_mutex_lock(&sv_g.lock);
 		c = sv_g.cq_by_slot[slot % SV_MAX_CQ_SLOTS];
-		if (!c || c->ibv.channel != channel)
+		if (c && c->ibv.channel == channel)
+			c->comp_events_reported++;	/* destroy waits for its ack */
+		else
+			c = NULL;
+		pthread_mutex_unlock(&sv_g.lock);
+		if (!c)
 			continue;
 		*cq = &c->ibv;
 		*cq_context = c->ibv.cq_context;
@@ -356,5 +371,6 @@ void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 {
 	pthread_mutex_lock(&cq->mutex);
 	cq->comp_events_completed += nevents;
+	pthread_cond_broadcast(&cq->cond);
 	pthread_mutex_unlock(&cq->mutex);
 }

@@ -529,6 +529,10 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	atomic_fetch_sub(&qp->pd->children, 1);
 	atomic_fetch_sub(&qp->scq->nqps, 1);
 	atomic_fetch_sub(&qp->rcq->nqps, 1);
+	/* unlinked: events_reported is final; the memory stays valid until
+	 * every event handed out for the QP has been acknowledged */
+	sv_events_wait(&qp->ibv.mutex, &qp->ibv.cond, &qp->ibv.events_completed,
+		       qp->events_reported, NULL, 0);
 	sv_obj_del(&qp->obj);
 	sv_qp_free_local(qp);
 	return 0;

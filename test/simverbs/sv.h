@@ -281,6 +281,11 @@ struct sv_cq {
 	uint32_t empty_polls;		/* consecutive empty polls */
 	uint64_t idle_since;		/* ns, when this idle spell was noticed */
 	int chan_fd_w;			/* own channel FIFO, write side */
+	/* Events handed out for this CQ (under sv_g.lock, while in cq_by_slot);
+	 * ibv_destroy_cq waits until ibv.async_events_completed and
+	 * ibv.comp_events_completed (acks, under ibv.mutex) catch up. */
+	uint32_t async_events_reported;
+	uint32_t comp_events_reported;
 };
 
 /* One send work request as the engine keeps it. */
@@ -355,6 +360,10 @@ struct sv_qp {
 	bool flushed;			/* local flush done for current ERR */
 	bool has_qpx;
 	struct sv_wrbatch wb;
+	/* Async events handed out for this QP (under sv_g.lock, while in
+	 * qp_by_slot); ibv_destroy_qp waits until ibv.events_completed
+	 * (ibv_ack_async_event, under ibv.mutex) catches up. */
+	uint32_t events_reported;
 };
 
 /* ------------------------------------------------------ process state */
@@ -427,6 +436,8 @@ struct sv_context *sv_ctx(struct ibv_context *ibctx);
 void sv_async_post(struct sv_context *ctx, enum ibv_event_type type, uint32_t obj);
 void sv_async_post_remote(int32_t pid, uint32_t chan_id, enum ibv_event_type type,
 			  uint32_t obj);
+void sv_events_wait(pthread_mutex_t *mu, pthread_cond_t *cond, const uint32_t *completed,
+		    uint32_t reported, const uint32_t *completed2, uint32_t reported2);
 
 /* pd_mr.c */
 struct sv_shm_mr *sv_mr_lookup(uint32_t key);
