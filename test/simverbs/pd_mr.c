@@ -149,6 +149,8 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 	mr->ibv.addr = addr;
 	mr->ibv.length = len;
 	mr->ibv.handle = mr->slot;
+	if (access & IBV_ACCESS_REMOTE_WRITE)
+		SV_PEER_WRITABLE(addr, len);
 	atomic_fetch_add(&pd->children, 1);
 	sv_obj_add(&mr->obj, SV_K_MR);
 	return &mr->ibv;

@@ -120,6 +120,8 @@ int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 			e->sge[i].addr = wr->sg_list[i].addr;
 			e->sge[i].length = wr->sg_list[i].length;
 			e->sge[i].lkey = wr->sg_list[i].lkey;
+			SV_PEER_WRITABLE((void *)(uintptr_t)wr->sg_list[i].addr,
+					 wr->sg_list[i].length);
 		}
 		atomic_store_explicit(&rq->tail, t + 1, memory_order_release);
 	}

@@ -42,6 +42,7 @@ SV_TEST_PROGS = \
 	test/simverbs/tests/sv_errors \
 	test/simverbs/tests/sv_faults \
 	test/simverbs/tests/sv_events \
+	test/simverbs/tests/sv_memcheck \
 	test/simverbs/tests/sv_lifecycle \
 	test/simverbs/tests/sv_stream
 check_PROGRAMS += $(SV_TEST_PROGS)
@@ -53,6 +54,7 @@ test_simverbs_tests_sv_verbs_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_errors_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_faults_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_events_LDADD = $(SV_TEST_LDADD) -lpthread
+test_simverbs_tests_sv_memcheck_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_lifecycle_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_stream_LDADD = $(SV_TEST_LDADD) -lpthread
 

@@ -29,6 +29,22 @@
 
 #include "fabric_param.h"
 
+/* Memory that a peer writes through process_vm_writev (an RDMA WRITE into a
+ * remotely writable MR, a SEND into a posted receive) is invisible to
+ * valgrind's memcheck in the target process; like a NIC's DMA, it must count
+ * as defined.  The client request is a no-op outside valgrind; only memory
+ * that is addressable is touched (invalid SGEs stay invalid). */
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define SV_PEER_WRITABLE(addr, len) \
+	((void)VALGRIND_MAKE_MEM_DEFINED_IF_ADDRESSABLE((addr), (len)))
+#endif
+#endif
+#ifndef SV_PEER_WRITABLE
+#define SV_PEER_WRITABLE(addr, len) ((void)(addr), (void)(len))
+#endif
+
 #define SV_EXPORT __attribute__((visibility("default")))
 #define SV_UNUSED __attribute__((unused))
 #define SV_LIKELY(x) __builtin_expect(!!(x), 1)
