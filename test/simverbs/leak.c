@@ -82,6 +82,7 @@ static void sv_atfork_child(void)
 	memset(sv_g.qp_by_slot, 0, sizeof(sv_g.qp_by_slot));
 	memset(sv_g.cq_by_slot, 0, sizeof(sv_g.cq_by_slot));
 	sv_g.nlqp = 0;
+	sv_g.pinned_bytes = 0;
 	atomic_store(&sv_g.nstalled, 0);
 	sv_g.attached = false;
 	sv_g.exiting = false;

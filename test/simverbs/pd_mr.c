@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "sv.h"
@@ -68,6 +69,47 @@ static bool sv_range_mapped(uintptr_t addr, size_t len)
 		start += chunk * (size_t)pg;
 	}
 	return true;
+}
+
+/* Bytes the kernel would pin for [addr, addr+len): whole pages. */
+static uint64_t sv_pin_bytes(uintptr_t addr, size_t len)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t start = addr & ~(pg - 1);
+
+	return ((uint64_t)addr + len + pg - 1 - start) & ~(pg - 1);
+}
+
+/* SIMVERBS_MEMLOCK=1: a registration fails with ENOMEM once this process's
+ * pinned bytes would exceed RLIMIT_MEMLOCK (soft limit), as ib_umem_get does.
+ * Opt-in because tests register more than this host's default 8 MiB limit;
+ * CAP_IPC_LOCK is not consulted (tests run as root and want the failure).
+ * On success the bytes are accounted; ibv_dereg_mr gives them back. */
+static int sv_pin(uint64_t bytes)
+{
+	const char *e = getenv("SIMVERBS_MEMLOCK");
+	struct rlimit rl;
+	int rc = 0;
+
+	pthread_mutex_lock(&sv_g.lock);
+	if (e && !strcmp(e, "1") && !getrlimit(RLIMIT_MEMLOCK, &rl) &&
+	    rl.rlim_cur != RLIM_INFINITY && sv_g.pinned_bytes + bytes > rl.rlim_cur) {
+		SV_DBG("reg_mr: %llu bytes pinned + %llu > RLIMIT_MEMLOCK %llu: ENOMEM",
+		       (unsigned long long)sv_g.pinned_bytes, (unsigned long long)bytes,
+		       (unsigned long long)rl.rlim_cur);
+		rc = ENOMEM;
+	} else {
+		sv_g.pinned_bytes += bytes;
+	}
+	pthread_mutex_unlock(&sv_g.lock);
+	return rc;
+}
+
+static void sv_unpin(uint64_t bytes)
+{
+	pthread_mutex_lock(&sv_g.lock);
+	sv_g.pinned_bytes -= bytes < sv_g.pinned_bytes ? bytes : sv_g.pinned_bytes;
+	pthread_mutex_unlock(&sv_g.lock);
 }
 
 static int sv_mr_slot_alloc(struct sv_mr *mr, uint64_t addr, uint64_t len, uint64_t iova,
@@ -138,12 +180,13 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 	mr->pd = pd;
 	mr->map = map;
 	mr->map_len = map_len;
+	mr->pinned = map ? 0 : sv_pin_bytes((uintptr_t)addr, len);	/* dma-buf: not pinned */
+	rc = sv_pin(mr->pinned);
+	if (rc)
+		goto err_free;
 	rc = sv_mr_slot_alloc(mr, (uintptr_t)addr, len, iova, access);
-	if (rc) {
-		free(mr);
-		errno = rc;
-		return NULL;
-	}
+	if (rc)
+		goto err_unpin;
 	mr->ibv.context = ibpd->context;
 	mr->ibv.pd = ibpd;
 	mr->ibv.addr = addr;
@@ -154,6 +197,12 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 	atomic_fetch_add(&pd->children, 1);
 	sv_obj_add(&mr->obj, SV_K_MR);
 	return &mr->ibv;
+err_unpin:
+	sv_unpin(mr->pinned);
+err_free:
+	free(mr);
+	errno = rc;
+	return NULL;
 }
 
 #undef ibv_reg_mr
@@ -233,6 +282,7 @@ int ibv_dereg_mr(struct ibv_mr *ibmr)
 	sv_unlock();
 	if (mr->map)
 		munmap(mr->map, mr->map_len);
+	sv_unpin(mr->pinned);
 	atomic_fetch_sub(&mr->pd->children, 1);
 	sv_obj_del(&mr->obj);
 	free(mr);

@@ -270,6 +270,7 @@ struct sv_mr {
 	uint32_t slot;
 	void *map;			/* dma-buf mapping we own */
 	size_t map_len;
+	uint64_t pinned;		/* accounted in sv_g.pinned_bytes */
 };
 
 struct sv_chan {
@@ -407,6 +408,7 @@ struct sv_global {
 	_Atomic uint32_t nstalled;	/* local QPs with deferred send work */
 	_Atomic uint32_t seen_epoch;
 	uint64_t poll_yield_ns;		/* idle time between sched_yield()s */
+	uint64_t pinned_bytes;		/* page-rounded MR bytes (sv_g.lock) */
 };
 
 extern struct sv_global sv_g;

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <limits.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "svt.h"
 
@@ -304,6 +305,56 @@ static void check_config(void)
 	printf("SIMVERBS_DEVICES, SIMVERBS_CONFIG, SIMVERBS_LIMITS: ok\n");
 }
 
+/* SIMVERBS_MEMLOCK=1: registrations beyond RLIMIT_MEMLOCK fail with ENOMEM,
+ * counted in whole pages, given back by dereg; without the knob no limit. */
+static void memlock_child(void)
+{
+	struct rlimit rl = { .rlim_cur = 1 << 20, .rlim_max = 1 << 20 };
+	struct ibv_context *c = svt_open("simib0");
+	struct ibv_pd *pd = ibv_alloc_pd(c);
+	char *buf = aligned_alloc(4096, 4 << 20);
+	struct ibv_mr *m1, *m2, *m3;
+
+	SVT_CHECK(pd && buf);
+	SVT_EQ(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
+	unsetenv("SIMVERBS_MEMLOCK");
+	m1 = ibv_reg_mr(pd, buf, 4 << 20, IBV_ACCESS_LOCAL_WRITE);
+	SVT_CHECK(m1);	/* opt-in only */
+	SVT_EQ(ibv_dereg_mr(m1), 0);
+	setenv("SIMVERBS_MEMLOCK", "1", 1);
+	errno = 0;
+	SVT_CHECK(!ibv_reg_mr(pd, buf, 4 << 20, IBV_ACCESS_LOCAL_WRITE) && errno == ENOMEM);
+	/* 1 byte across a page boundary pins two pages */
+	m1 = ibv_reg_mr(pd, buf + 4095, 2, IBV_ACCESS_LOCAL_WRITE);
+	SVT_CHECK(m1);
+	m2 = ibv_reg_mr(pd, buf + 8192, (1 << 20) - 8192, IBV_ACCESS_LOCAL_WRITE);
+	SVT_CHECK(m2);	/* exactly at the limit */
+	errno = 0;
+	SVT_CHECK(!ibv_reg_mr(pd, buf + (2 << 20), 1, IBV_ACCESS_LOCAL_WRITE) && errno == ENOMEM);
+	SVT_EQ(ibv_dereg_mr(m1), 0);
+	m3 = ibv_reg_mr(pd, buf + (2 << 20), 1, IBV_ACCESS_LOCAL_WRITE);
+	SVT_CHECK(m3);	/* dereg gave the pages back */
+	SVT_EQ(ibv_dereg_mr(m2), 0);
+	SVT_EQ(ibv_dereg_mr(m3), 0);
+	SVT_EQ(ibv_dealloc_pd(pd), 0);
+	SVT_EQ(ibv_close_device(c), 0);
+	free(buf);
+	exit(0);
+}
+
+static void check_memlock(void)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	SVT_CHECK(pid >= 0);
+	if (!pid)
+		memlock_child();
+	SVT_EQ(svt_wait_child(pid), 0);
+	printf("SIMVERBS_MEMLOCK: ENOMEM beyond RLIMIT_MEMLOCK: ok\n");
+}
+
 int main(void)
 {
 	struct svt_ep a, b;
@@ -321,6 +372,7 @@ int main(void)
 	check_gids_and_sysfs(roce);
 	SVT_EQ(ibv_close_device(roce), 0);
 	check_config();
+	check_memlock();
 	printf("state machine, masks, RTR/RTS checks, limits, EBUSY, dmabuf, GIDs, sysfs: ok\n");
 	return 0;
 }
