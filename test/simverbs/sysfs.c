@@ -4,8 +4,9 @@
  *   class/infiniband/<dev>/device  ->  devices/pci0000:00/0000:00:02.0/0000:<bus>:00.0
  *   class/infiniband_verbs/uverbs<i>/  dev_path (ibdev, abi_version)
  * plus the sysfs helpers rdma-core exports (ibv_get_sysfs_path,
- * ibv_read_sysfs_file).  Files are written through a rename so readers never
- * see a partial file while another process rebuilds the tree.
+ * ibv_read_sysfs_file).  Files and links are written through a rename so
+ * readers never see a partial file or a missing link while another process
+ * rebuilds the tree.
  */
 #include <endian.h>
 #include <errno.h>
@@ -66,6 +67,21 @@ static void sv_put(const char *dir, const char *file, const char *fmt, ...)
 	fputs(buf, f);
 	fclose(f);
 	rename(tmp, path);
+}
+
+/* Points link at target, replacing an existing link atomically (rename), so a
+ * process resolving it while another rebuilds the tree never finds it
+ * missing. */
+static void sv_symlink(const char *target, const char *link)
+{
+	char tmp[700];
+
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", link, (int)getpid());
+	unlink(tmp);
+	if (symlink(target, tmp) || rename(tmp, link)) {
+		sv_log("sysfs: symlink %s: %s", link, strerror(errno));
+		unlink(tmp);
+	}
 }
 
 static const char *sv_state_str(uint32_t s)
@@ -170,9 +186,7 @@ static void sv_sysfs_device(const char *root, const struct sv_device *d)
 	snprintf(ib, sizeof(ib), "%s/class/infiniband/%s", root, d->ibv.name);
 	sv_mkdirs(ib);
 	snprintf(link, sizeof(link), "%s/device", ib);
-	unlink(link);
-	if (symlink(pci, link) && errno != EEXIST)
-		sv_log("sysfs: symlink %s: %s", link, strerror(errno));
+	sv_symlink(pci, link);
 	sv_guid_str(s, sizeof(s), d->node_guid);
 	sv_put(ib, "node_guid", "%s\n", s);
 	sv_guid_str(s, sizeof(s), d->sys_guid);
@@ -189,9 +203,7 @@ static void sv_sysfs_device(const char *root, const struct sv_device *d)
 	sv_put(uv, "ibdev", "%s\n", d->ibv.name);
 	sv_put(uv, "abi_version", "1\n");
 	snprintf(link, sizeof(link), "%s/device", uv);
-	unlink(link);
-	if (symlink(pci, link) && errno != EEXIST)
-		sv_log("sysfs: symlink %s: %s", link, strerror(errno));
+	sv_symlink(pci, link);
 }
 
 SV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include <limits.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -143,6 +144,56 @@ static void check_gids_and_sysfs(struct ibv_context *ctx)
 					      buf, sizeof(buf)) > 0);
 		SVT_CHECK(!strcmp(buf, "RoCE v2"));
 	}
+}
+
+/* While one process rebuilds the fake sysfs tree (forced by removing its
+ * config stamp), another resolving the `device` links never finds one
+ * missing (links are replaced atomically). */
+static void check_sysfs_rebuild(void)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	char links[2][PATH_MAX], stamp[PATH_MAX];
+	pid_t pid;
+	int p[2];
+
+	SVT_CHECK(l && l[0] && l[1]);
+	for (int i = 0; i < 2; i++)
+		snprintf(links[i], sizeof(links[i]), "%s/device", l[i]->ibdev_path);
+	snprintf(stamp, sizeof(stamp), "%s/../../../.simverbs-config", l[0]->ibdev_path);
+	SVT_EQ(pipe(p), 0);
+	fflush(stdout);
+	pid = fork();
+	SVT_CHECK(pid >= 0);
+	if (!pid) {	/* reader: until the parent closes the pipe */
+		struct pollfd pfd = { .fd = p[0], .events = POLLIN };
+		long n = 0;
+
+		close(p[1]);
+		while (poll(&pfd, 1, 0) == 0) {
+			char *real = realpath(links[n++ & 1], NULL);
+
+			if (!real) {
+				fprintf(stderr, "%s unresolvable during a rebuild (%s)\n",
+					links[(n - 1) & 1], strerror(errno));
+				_exit(1);
+			}
+			free(real);
+		}
+		_exit(0);
+	}
+	close(p[0]);
+	for (int r = 0; r < 4; r++) {
+		struct ibv_device **l2;
+
+		SVT_EQ(unlink(stamp), 0);
+		l2 = ibv_get_device_list(NULL);	/* rebuilds the tree */
+		SVT_CHECK(l2);
+		ibv_free_device_list(l2);
+	}
+	close(p[1]);
+	SVT_EQ(svt_wait_child(pid), 0);
+	ibv_free_device_list(l);
+	printf("sysfs rebuild keeps the device links resolvable: ok\n");
 }
 
 static void check_objects(struct svt_ep *a)
@@ -371,6 +422,7 @@ int main(void)
 	roce = svt_open("simroce0");
 	check_gids_and_sysfs(roce);
 	SVT_EQ(ibv_close_device(roce), 0);
+	check_sysfs_rebuild();
 	check_config();
 	check_memlock();
 	printf("state machine, masks, RTR/RTS checks, limits, EBUSY, dmabuf, GIDs, sysfs: ok\n");
