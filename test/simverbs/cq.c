@@ -195,6 +195,46 @@ int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	return EOPNOTSUPP;
 }
 
+/* Says once, on stderr, what fills an overrun CQ: the unpolled entries
+ * grouped by QP, opcode and status (with the first and last wr_id of each
+ * group), and whether the oldest one is published (a stalled producer would
+ * block the consumer).  The consumer may run meanwhile: a snapshot. */
+static void sv_cq_overrun_report(const struct sv_cq_ring *r, uint64_t h, uint64_t t)
+{
+	struct { uint32_t qp, op, st, n; uint64_t first, last; } g[8];
+	const struct sv_cqe *he = &r->ents[h & (r->cap - 1)];
+	char buf[400];
+	size_t off = 0;
+	int ng = 0, other = 0;
+
+	for (uint64_t i = h; i < t && i - h < r->cap; i++) {
+		const struct sv_cqe *e = &r->ents[i & (r->cap - 1)];
+		int k;
+
+		for (k = 0; k < ng; k++)
+			if (g[k].qp == e->qp_num && g[k].op == e->opcode && g[k].st == e->status)
+				break;
+		if (k == ng && ng == 8) {
+			other++;
+			continue;
+		}
+		if (k == ng)
+			g[ng++] = (typeof(g[0])){ e->qp_num, e->opcode, e->status, 0, e->wr_id, 0 };
+		g[k].n++;
+		g[k].last = e->wr_id;
+	}
+	for (int k = 0; k < ng && off < sizeof(buf); k++)
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+					" [qp 0x%x op %u st %u: %u, wr_id 0x%llx..0x%llx]", g[k].qp,
+					g[k].op, g[k].st, g[k].n, (unsigned long long)g[k].first,
+					(unsigned long long)g[k].last);
+	sv_log("CQ slot %u of pid %d overran: cqe %u, head %llu tail %llu, oldest entry %s,%s%s",
+	       r->slot, (int)r->owner_pid, r->cqe, (unsigned long long)h,
+	       (unsigned long long)t,
+	       atomic_load(&he->seq) == h + 1 ? "published" : "NOT published", buf,
+	       other ? " [+ more groups]" : "");
+}
+
 /* Pushes one completion.  Returns 0, or ENOSPC when the CQ overran (the
  * entry is lost, the CQ is marked, its owner gets IBV_EVENT_CQ_ERR). */
 int sv_cq_push(struct sv_cq_ring *r, const struct sv_cqe *src)
@@ -207,6 +247,7 @@ int sv_cq_push(struct sv_cq_ring *r, const struct sv_cqe *src)
 
 		if (SV_UNLIKELY(t - h >= r->cqe)) {
 			if (!atomic_exchange(&r->overrun, 1)) {
+				sv_cq_overrun_report(r, h, t);
 				sv_async_post_remote(r->owner_pid, r->async_id, IBV_EVENT_CQ_ERR,
 						     r->slot);
 				sv_bump_epoch();
