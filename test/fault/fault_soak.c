@@ -437,6 +437,8 @@ int main(int argc, char **argv)
 		setenv("NCCL_IB_SPLIT_DATA_ON_QPS", "1", 0);
 		O.messages = 10000;
 	}
+	if (getenv("FAULT_SOAK_MESSAGES")) /* check-valgrind runs a short one */
+		O.messages = atol(getenv("FAULT_SOAK_MESSAGES"));
 	parse(argc, argv);
 	/* make check: 60 s per 20k messages is far beyond need; long runs set no limit */
 	if (O.messages <= 100000)
