@@ -9,6 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 export FH_TIME_SCALE=${FH_TIME_SCALE:-8}
 # Shorter loops of the fault tests under valgrind (same code paths).
 export FAULT_CYCLES=${FAULT_CYCLES:-200} FAULT_THREADS_MSGS=${FAULT_THREADS_MSGS:-300}
+export FAULT_SOAK_MESSAGES=${FAULT_SOAK_MESSAGES:-1500}
 exec valgrind -q --error-exitcode=98 --leak-check=full --show-leak-kinds=definite,indirect \
 	--errors-for-leak-kinds=definite,indirect --suppressions="$here/valgrind.supp" \
 	--gen-suppressions=all "$@"
