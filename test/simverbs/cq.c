@@ -235,6 +235,25 @@ static void sv_cq_overrun_report(const struct sv_cq_ring *r, uint64_t h, uint64_
 	       other ? " [+ more groups]" : "");
 }
 
+/* Is the ring full?  t is a tail value read earlier (possibly stale: other
+ * producers may have pushed since, and the consumer may have polled past
+ * it), h a head value read after t.  Full only if the tail is still t (so it
+ * was t when h was read) and t - h >= cqe; a stale t makes t - h small or
+ * negative, never a false overrun.  *t is refreshed when the tail moved. */
+static bool sv_cq_full(struct sv_cq_ring *r, uint64_t *t, uint64_t h)
+{
+	uint64_t now;
+
+	if (SV_LIKELY((int64_t)(*t - h) < (int64_t)r->cqe))
+		return false;
+	now = atomic_load_explicit(&r->tail, memory_order_acquire);
+	if (now != *t) {
+		*t = now;	/* caller re-reads head and checks again */
+		return false;
+	}
+	return true;
+}
+
 /* Pushes one completion.  Returns 0, or ENOSPC when the CQ overran (the
  * entry is lost, the CQ is marked, its owner gets IBV_EVENT_CQ_ERR). */
 int sv_cq_push(struct sv_cq_ring *r, const struct sv_cqe *src)
@@ -242,10 +261,13 @@ int sv_cq_push(struct sv_cq_ring *r, const struct sv_cqe *src)
 	uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	struct sv_cqe *e;
 
-	do {
+	if (SV_UNLIKELY(sv_g.cq_push_delay_us))
+		usleep(sv_g.cq_push_delay_us);	/* tests: let t go stale */
+	for (;;) {
 		uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+		uint64_t t0 = t;
 
-		if (SV_UNLIKELY(t - h >= r->cqe)) {
+		if (SV_UNLIKELY(sv_cq_full(r, &t, h))) {
 			if (!atomic_exchange(&r->overrun, 1)) {
 				sv_cq_overrun_report(r, h, t);
 				sv_async_post_remote(r->owner_pid, r->async_id, IBV_EVENT_CQ_ERR,
@@ -254,9 +276,13 @@ int sv_cq_push(struct sv_cq_ring *r, const struct sv_cqe *src)
 			}
 			return ENOSPC;
 		}
-	} while (!atomic_compare_exchange_weak_explicit(&r->tail, &t, t + 1,
-							memory_order_acq_rel,
-							memory_order_relaxed));
+		if (t != t0)
+			continue;	/* the tail moved: re-read head first */
+		if (atomic_compare_exchange_weak_explicit(&r->tail, &t, t + 1,
+							  memory_order_acq_rel,
+							  memory_order_relaxed))
+			break;
+	}
 	e = &r->ents[t & (r->cap - 1)];
 	e->wr_id = src->wr_id;
 	e->status = src->status;

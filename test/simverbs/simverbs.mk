@@ -43,6 +43,7 @@ SV_TEST_PROGS = \
 	test/simverbs/tests/sv_faults \
 	test/simverbs/tests/sv_events \
 	test/simverbs/tests/sv_memcheck \
+	test/simverbs/tests/sv_cqrace \
 	test/simverbs/tests/sv_lifecycle \
 	test/simverbs/tests/sv_stream
 check_PROGRAMS += $(SV_TEST_PROGS)
@@ -55,6 +56,7 @@ test_simverbs_tests_sv_errors_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_faults_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_events_LDADD = $(SV_TEST_LDADD) -lpthread
 test_simverbs_tests_sv_memcheck_LDADD = $(SV_TEST_LDADD)
+test_simverbs_tests_sv_cqrace_LDADD = $(SV_TEST_LDADD) -lpthread
 test_simverbs_tests_sv_lifecycle_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_stream_LDADD = $(SV_TEST_LDADD) -lpthread
 

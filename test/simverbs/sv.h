@@ -409,6 +409,7 @@ struct sv_global {
 	_Atomic uint32_t seen_epoch;
 	uint64_t poll_yield_ns;		/* idle time between sched_yield()s */
 	uint64_t pinned_bytes;		/* page-rounded MR bytes (sv_g.lock) */
+	uint32_t cq_push_delay_us;	/* test knob: widen sv_cq_push's race window */
 };
 
 extern struct sv_global sv_g;
