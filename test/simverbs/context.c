@@ -450,7 +450,7 @@ static bool sv_async_resolve(struct ibv_async_event *ev, const struct sv_async_m
 	pthread_mutex_lock(&sv_g.lock);
 	switch (m->type) {
 	case IBV_EVENT_CQ_ERR: {
-		struct sv_cq *cq = sv_g.cq_by_slot[m->obj % SV_MAX_CQ_SLOTS];
+		struct sv_cq *cq = sv_cq_by_ev_id(m->obj);
 
 		ev->element.cq = cq ? &cq->ibv : NULL;
 		found = cq != NULL;

@@ -98,7 +98,7 @@ static int sv_cq_ring_init(struct sv_cq *cq, struct sv_context *ctx, uint32_t cq
 	r->cap = (uint32_t)sv_pow2(cqe);
 	r->cqe = cqe;
 	r->owner_pid = sv_g.pid;
-	r->slot = cq->slot;
+	r->ev_id = SV_CQ_EV_ID(cq->slot, cq->gen);
 	r->async_id = ctx->chan_id;
 	r->chan_id = cq->ibv.channel ? ((struct sv_chan *)cq->ibv.channel)->id : 0;
 	r->magic = SV_CQ_MAGIC;
@@ -229,7 +229,7 @@ static void sv_cq_overrun_report(const struct sv_cq_ring *r, uint64_t h, uint64_
 					g[k].op, g[k].st, g[k].n, (unsigned long long)g[k].first,
 					(unsigned long long)g[k].last);
 	sv_log("CQ slot %u of pid %d overran: cqe %u, head %llu tail %llu, oldest entry %s,%s%s",
-	       r->slot, (int)r->owner_pid, r->cqe, (unsigned long long)h,
+	       r->ev_id & (SV_MAX_CQ_SLOTS - 1), (int)r->owner_pid, r->cqe, (unsigned long long)h,
 	       (unsigned long long)t,
 	       atomic_load(&he->seq) == h + 1 ? "published" : "NOT published", buf,
 	       other ? " [+ more groups]" : "");
@@ -271,7 +271,7 @@ int sv_cq_push(struct sv_cq_ring *r, const struct sv_cqe *src)
 			if (!atomic_exchange(&r->overrun, 1)) {
 				sv_cq_overrun_report(r, h, t);
 				sv_async_post_remote(r->owner_pid, r->async_id, IBV_EVENT_CQ_ERR,
-						     r->slot);
+						     r->ev_id);
 				sv_bump_epoch();
 			}
 			return ENOSPC;
@@ -303,7 +303,7 @@ int sv_cq_push(struct sv_cq_ring *r, const struct sv_cqe *src)
 /* Wakes the CQ's completion channel if the CQ is armed. */
 void sv_cq_notify(struct sv_cq_ring *r, int *fd_cache)
 {
-	uint32_t slot = r->slot;
+	uint32_t id = r->ev_id;
 
 	if (SV_LIKELY(!atomic_load_explicit(&r->armed, memory_order_acquire)))
 		return;
@@ -318,7 +318,7 @@ void sv_cq_notify(struct sv_cq_ring *r, int *fd_cache)
 		if (*fd_cache < 0)
 			return;
 	}
-	if (sv_write_nosig(*fd_cache, &slot, sizeof(slot)) != sizeof(slot) && errno == EPIPE) {
+	if (sv_write_nosig(*fd_cache, &id, sizeof(id)) != sizeof(id) && errno == EPIPE) {
 		close(*fd_cache);	/* the channel's owner is gone */
 		*fd_cache = -1;
 	}
@@ -396,6 +396,15 @@ int sv_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	return got;
 }
 
+/* The live CQ of this process an event id names, or NULL (destroyed, or the
+ * slot reused since).  Caller holds sv_g.lock. */
+struct sv_cq *sv_cq_by_ev_id(uint32_t id)
+{
+	struct sv_cq *c = sv_g.cq_by_slot[id & (SV_MAX_CQ_SLOTS - 1)];
+
+	return c && SV_CQ_EV_ID(c->slot, c->gen) == id ? c : NULL;
+}
+
 int sv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct sv_cq *cq = (struct sv_cq *)ibcq;
@@ -411,15 +420,15 @@ SV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq *
 			       void **cq_context);
 int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
 {
-	uint32_t slot;
+	uint32_t id;
 
 	for (;;) {
 		struct sv_cq *c;
 
-		if (read(channel->fd, &slot, sizeof(slot)) != sizeof(slot))
+		if (read(channel->fd, &id, sizeof(id)) != sizeof(id))
 			return -1;
 		pthread_mutex_lock(&sv_g.lock);
-		c = sv_g.cq_by_slot[slot % SV_MAX_CQ_SLOTS];
+		c = sv_cq_by_ev_id(id);
 		if (c && c->ibv.channel == channel)
 			c->comp_events_reported++;	/* destroy waits for its ack */
 		else

@@ -166,12 +166,19 @@ struct sv_cqe {
 };
 #define SV_CQE_SQ 1			/* frees send-queue slots when polled */
 
+/* A CQ in async and completion-channel events: slot and generation (like a
+ * QPN), so an event still queued for a destroyed CQ never resolves to a new
+ * CQ that reuses the slot. */
+#define SV_CQ_SLOT_BITS 12
+#define SV_CQ_EV_ID(slot, gen) ((uint32_t)(gen) << SV_CQ_SLOT_BITS | (uint32_t)(slot))
+_Static_assert(SV_MAX_CQ_SLOTS == 1 << SV_CQ_SLOT_BITS, "CQ event ids hold the slot in 12 bits");
+
 struct sv_cq_ring {
 	uint32_t magic;
 	uint32_t cap;			/* power of two >= cqe */
 	uint32_t cqe;
 	int32_t owner_pid;
-	uint32_t slot;
+	uint32_t ev_id;			/* SV_CQ_EV_ID(): names the CQ in events */
 	uint32_t chan_id;		/* 0 = no channel */
 	uint32_t async_id;		/* owner context's async FIFO */
 	_Atomic uint32_t overrun;
@@ -468,6 +475,8 @@ int sv_cq_push(struct sv_cq_ring *ring, const struct sv_cqe *src);
 void sv_cq_notify(struct sv_cq_ring *ring, int *fd_cache);
 int sv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int sv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+struct sv_cq *sv_cq_by_ev_id(uint32_t id);
 
 /* qp.c */
 void sv_qp_to_error(struct sv_qp *qp, bool async);

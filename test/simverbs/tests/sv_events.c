@@ -7,6 +7,7 @@
  * destroy is still blocked a while later, then acknowledges and checks that
  * the destroy completes.  (One process, loopback QP pairs.)
  */
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -225,6 +226,54 @@ static void check_acked_first(void)
 	printf("acknowledged events do not block destroy: ok\n");
 }
 
+/* An event still queued for a destroyed CQ is dropped, also once a new CQ
+ * has taken the old one's slot (events name slot + generation). */
+static void check_stale_cq_event(void)
+{
+	struct pair p;
+	struct ibv_async_event ev;
+	struct ibv_cq *cq = NULL;
+	uint32_t slot;
+	int n = 0, fl;
+
+	pair_up(&p, 4, NULL);
+	for (uint64_t i = 0; i < 6; i++)
+		SVT_EQ(svt_post_write(&p.a, IBV_WR_RDMA_WRITE, (uintptr_t)p.a.buf, 8,
+				      p.a.mr->lkey, p.bi.addr, p.bi.rkey, 0, IBV_SEND_SIGNALED, i),
+		       0);
+	drain(p.a.cq);		/* CQ_ERR (and QP_FATALs) now wait, unread, in the async fd */
+	slot = p.a.cq->handle;
+	SVT_EQ(ibv_destroy_qp(p.a.qp), 0);
+	p.a.qp = NULL;
+	SVT_EQ(ibv_destroy_cq(p.a.cq), 0);
+	p.a.cq = NULL;
+	while (n++ < 2 * 4096) {	/* until a new CQ reuses the slot */
+		cq = ibv_create_cq(p.a.ctx, 4, NULL, NULL, 0);
+		SVT_CHECK(cq);
+		if (cq->handle == slot)
+			break;
+		SVT_EQ(ibv_destroy_cq(cq), 0);
+		cq = NULL;
+	}
+	SVT_CHECK(cq);
+	fl = fcntl(p.a.ctx->async_fd, F_GETFL);
+	SVT_EQ(fcntl(p.a.ctx->async_fd, F_SETFL, fl | O_NONBLOCK), 0);
+	errno = 0;
+	if (ibv_get_async_event(p.a.ctx, &ev) == 0) {
+		fprintf(stderr, "stale event %s delivered%s\n", ibv_event_type_str(ev.event_type),
+			ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == cq ?
+			" for the new CQ in the old slot" : "");
+		exit(1);
+	}
+	SVT_EQ(errno, EAGAIN);
+	SVT_EQ(ibv_destroy_cq(cq), 0);
+	drain(p.b.cq);
+	svt_ep_fini(&p.a);
+	svt_ep_fini(&p.b);
+	printf("events of a destroyed CQ are dropped, also after its slot is reused (%d CQs): ok\n",
+	       n);
+}
+
 int main(void)
 {
 	svt_control_fn_get();
@@ -233,5 +282,6 @@ int main(void)
 	check_cq_async_event();
 	check_comp_event();
 	check_acked_first();
+	check_stale_cq_event();
 	return 0;
 }
