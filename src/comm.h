@@ -23,7 +23,8 @@
  *    receive's last data WR carries the immediate itself.
  *  - Send and receive queues never overflow: every post checks the QP's
  *    outstanding count (retired by signalled completions) and waits (NULL
- *    request) when full.
+ *    request) when full. Nor do CQs: each holds an entry for every WR its
+ *    QPs may have outstanding under those limits (nv_cq_plan, qp.c).
  *
  * Threads: a comm is driven by one progress thread (isend/irecv/test/iflush)
  * while the service thread may register memory on it; registration touches
@@ -56,7 +57,10 @@
 #define NV_RECV_QP_SEND_WR 256			/* send queue depth, receiver QPs (CTS) */
 #define NV_RECV_QP_RECV_WR (2 * NV_MAX_REQUESTS) /* >= one RECV per outstanding irecv */
 #define NV_CTS_SIGNAL_EVERY 16			/* receiver signals every Nth CTS per QP */
-#define NV_MIN_QP_WR (2 * (NV_MAX_RECVS + 1))	/* smallest send queue that always progresses */
+#define NV_MIN_QP_WR (2 * (NV_MAX_RECVS + 1))	/* send queue a device must allow per QP */
+/* Smallest send queues that still progress, when a small max_cqe forces them down: */
+#define NV_MIN_SEND_QP_WR (NV_MAX_RECVS + 1)	/* sender: one whole grouped chain */
+#define NV_MIN_CTS_QP_WR 2			/* receiver: CTS, every other one signalled */
 #define NV_CQ_POLL_BATCH 16
 #define NV_CHUNK_ALIGN 128			/* multi-QP split granularity */
 #define NV_LIVENESS_NS 100000000ull		/* socket liveness check while waiting */
@@ -144,11 +148,26 @@ struct nv_request {
 	int entry;		/* which entry of the slot it matched */
 };
 
+/*
+ * Queue budget of one comm device (nv_cq_plan): every completion its CQ can
+ * hold stands for a WR that a QP on it has posted and the plugin has not
+ * yet retired, so depth covers the worst case, all of them at once (e.g.
+ * every posted WR flushed after an error), not just the signalled ones.
+ */
+struct nv_cq_plan {
+	int depth;		/* CQ entries: nqp * (send_wr + recv_wr + 1 probe) + flush_wr */
+	int send_wr;		/* per QP send queue = q->max_wr, the outstanding limit */
+	int recv_wr;		/* per QP receive queue = q->max_recv */
+	int flush_wr;		/* receiver: GDR flush QP send queue (0 for senders) */
+	int reduced;		/* limits lowered to fit the device's max_cqe */
+};
+
 struct nv_comm_dev {
 	struct nv_dev *dev;
 	struct nv_hca *hca;
 	struct ibv_pd *pd;		/* reference held (nv_hca_pd_get) */
 	struct ibv_cq *cq;
+	struct nv_cq_plan plan;		/* queue depths of this device's QPs and CQ */
 	struct ibv_mr *ctrl_mr;		/* control region on this device */
 	struct nv_gid_info gid;		/* local GID used on this device */
 	struct ibv_qp *flush_qp;	/* receiver, GDR flush only */
@@ -223,6 +242,13 @@ struct nv_recv_comm {
 /* ---- comm lifetime (qp.c) --------------------------------------------- */
 /* Opens PD/CQ/control MR on every device of vdev; QPs come later. */
 nv_status_t nv_comm_init(struct nv_comm *c, int type, int vdev, int nreq);
+/*
+ * Queue depths for nqp QPs of a comm of `type` sharing one CQ on a device
+ * with the given limits; pure (unit-tested). 0 ok; -1 the limits cannot
+ * give the smallest working queues (reason in why).
+ */
+int nv_cq_plan(int type, int nqp, int max_cqe, int max_qp_wr, struct nv_cq_plan *p, char *why,
+	       size_t len);
 nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps);
 /* INIT -> RTR -> RTS of every QP against c->rmeta; sets ECE when given. */
 nv_status_t nv_comm_qps_ready(struct nv_comm *c, int tc);

@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,21 +89,114 @@ nv_status_t nv_comm_init(struct nv_comm *c, int type, int vdev, int nreq)
 	return NV_OK;
 }
 
+static int nv_min_int(int a, int b)
+{
+	return a < b ? a : b;
+}
+
+static int nv_max_int(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+/*
+ * Why the depth holds every completion: each CQE on a comm's CQ stands for
+ * a distinct WR posted on one of its QPs and not yet retired by the
+ * plugin's accounting -
+ *  - send queue (data chains, clear-to-send writes): a signalled success
+ *    or the error/flush completion of any WR, signalled or not; each such WR
+ *    is still counted in q->outstanding, which every post keeps <= send_wr;
+ *  - receive queue: one per RECV counted in q->recv_outstanding <= recv_wr
+ *    (senders never post RECVs; their 1-entry queue is counted anyway);
+ *  - GDR flush READs: flush_outstanding <= flush_wr (receivers, per device);
+ *  - the connect-time path probe: one per QP, outside that accounting.
+ * So nqp * (send_wr + recv_wr + 1) + flush_wr entries cannot overrun, even
+ * when an error flushes everything posted at once. When the device's
+ * max_cqe is lower, the queues shrink in proportion (the data path then
+ * waits for room sooner) down to the smallest that always progress
+ * (NV_MIN_SEND_QP_WR, NV_MIN_CTS_QP_WR; the receive queue 1, flush 1).
+ */
+/* Lowers p's queues in proportion until nqp QPs fit max_cqe; -1 if even the minima do not. */
+static int nv_cq_plan_shrink(struct nv_cq_plan *p, int send, int nqp, int max_cqe)
+{
+	long long want = (long long)nqp * (p->send_wr + p->recv_wr) + p->flush_wr;
+	long long avail = (long long)max_cqe - nqp, excess;
+	int min_send = send ? NV_MIN_SEND_QP_WR : NV_MIN_CTS_QP_WR;
+
+	if (want <= 0 || max_cqe < 1)
+		return -1;
+	p->reduced = 1;
+	p->send_wr = nv_max_int(min_send, (int)((long long)p->send_wr * avail / want));
+	p->recv_wr = nv_max_int(1, (int)((long long)p->recv_wr * avail / want));
+	p->flush_wr = nv_max_int(send ? 0 : 1, (int)((long long)p->flush_wr * avail / want));
+	/* The minima may have pushed the total up again: trim until it fits. */
+	while ((excess = (long long)nqp * (p->send_wr + p->recv_wr + 1) + p->flush_wr -
+			 max_cqe) > 0) {
+		if (nqp > 0 && p->send_wr > min_send)
+			p->send_wr = nv_max_int(min_send,
+						p->send_wr - (int)((excess + nqp - 1) / nqp));
+		else if (nqp > 0 && p->recv_wr > 1)
+			p->recv_wr--;
+		else if (p->flush_wr > (send ? 0 : 1))
+			p->flush_wr--;
+		else
+			return -1;
+	}
+	return 0;
+}
+
+int nv_cq_plan(int type, int nqp, int max_cqe, int max_qp_wr, struct nv_cq_plan *p, char *why,
+	       size_t len)
+{
+	int send = type == NV_COMM_SEND;
+	long long full;
+
+	memset(p, 0, sizeof(*p));
+	p->send_wr = nv_min_int(send ? NV_SEND_QP_WR : NV_RECV_QP_SEND_WR, max_qp_wr);
+	p->recv_wr = send ? 1 : nv_min_int(NV_RECV_QP_RECV_WR, max_qp_wr);
+	p->flush_wr = send ? 0 : nv_min_int(NV_MAX_REQUESTS, max_qp_wr);
+	if (nqp < 0 || p->send_wr < NV_MIN_QP_WR || p->recv_wr < 1) {
+		snprintf(why, len, "the device allows only %d work requests per QP; the plugin "
+			 "needs at least %d (a grouped send of %d receives plus its completion, "
+			 "twice)", max_qp_wr, NV_MIN_QP_WR, NV_MAX_RECVS);
+		return -1;
+	}
+	full = (long long)nqp * (p->send_wr + p->recv_wr + 1) + p->flush_wr;
+	if ((full > max_cqe || max_cqe < 1) && nv_cq_plan_shrink(p, send, nqp, max_cqe) < 0) {
+		int min_send = send ? NV_MIN_SEND_QP_WR : NV_MIN_CTS_QP_WR;
+
+		snprintf(why, len, "the device's CQs hold at most %d entries (max_cqe); %d QPs on "
+			 "one CQ need at least %d so that it can never overrun (lower "
+			 "NCCL_IB_QPS_PER_CONNECTION)", max_cqe, nqp,
+			 nqp * (min_send + 2) + (send ? 0 : 1));
+		return -1;
+	}
+	p->depth = nv_max_int(1, nqp * (p->send_wr + p->recv_wr + 1) + p->flush_wr);
+	return 0;
+}
+
 static nv_status_t nv_comm_create_cqs(struct nv_comm *c, int nqps)
 {
-	int i, per_dev = (nqps + c->ndevs - 1) / c->ndevs;
+	char why[256];
 	nv_status_t st;
+	int i;
 
 	for (i = 0; i < c->ndevs; i++) {
 		struct nv_comm_dev *d = &c->dev[i];
-		/* Sender: one signalled CQE per QP per message, <= NV_SEND_REQS messages.
-		 * Receiver: RECVs + every 16th CTS + flushes + probes. */
-		int depth = c->type == NV_COMM_SEND ? per_dev * NV_SEND_REQS + 64
-						     : per_dev * (2 * NV_MAX_REQUESTS) + 128;
+		int nqp = nqps / c->ndevs + (i < nqps % c->ndevs); /* QP j is on device j % ndevs */
 
-		if (depth > d->hca->attr.max_cqe)
-			depth = d->hca->attr.max_cqe;
-		st = nv_ibv_create_cq(d->hca->ctx, depth, &c->sink, &d->cq);
+		if (nv_cq_plan(c->type, nqp, d->hca->attr.max_cqe, d->hca->attr.max_qp_wr, &d->plan,
+			       why, sizeof(why))) {
+			NV_WARN("%s:%u: %s", d->hca->name, d->dev->port, why);
+			return NV_ERR_SYSTEM;
+		}
+		if (d->plan.reduced)
+			NV_INFO(NV_SUB_INIT | NV_SUB_NET, "%s:%u: max_cqe %d: %d QP(s) get %d "
+				"send / %d receive WRs (flush %d) so that their %d-entry CQ "
+				"cannot overrun",
+				d->hca->name, d->dev->port, d->hca->attr.max_cqe, nqp,
+				d->plan.send_wr, d->plan.recv_wr, d->plan.flush_wr, d->plan.depth);
+		st = nv_ibv_create_cq(d->hca->ctx, d->plan.depth, &c->sink, &d->cq);
 		if (st != NV_OK)
 			return st;
 	}
@@ -161,23 +255,13 @@ nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps)
 	for (i = 0; i < nqps; i++) {
 		struct nv_comm_qp *q = &c->qps[i];
 		struct nv_comm_dev *d = &c->dev[i % c->ndevs];
-		int wr = send ? NV_SEND_QP_WR : NV_RECV_QP_SEND_WR;
 
-		if (wr > d->hca->attr.max_qp_wr)
-			wr = d->hca->attr.max_qp_wr;
-		if (wr < NV_MIN_QP_WR) {
-			NV_WARN("%s allows only %d work requests per QP; the plugin needs at least %d "
-				"(a grouped send of %d receives plus its completion, twice)",
-				d->hca->name, wr, NV_MIN_QP_WR, NV_MAX_RECVS);
-			return NV_ERR_SYSTEM;
-		}
+		/* The posts keep within these, so the device's CQ cannot overrun (nv_cq_plan). */
 		q->dev = (uint8_t)(i % c->ndevs);
-		q->max_wr = wr;
-		q->max_recv = send ? 1 : NV_RECV_QP_RECV_WR;
-		if (q->max_recv > d->hca->attr.max_qp_wr)
-			q->max_recv = d->hca->attr.max_qp_wr; /* irecv then waits for room */
+		q->max_wr = d->plan.send_wr;
+		q->max_recv = d->plan.recv_wr;
 		/* NCCL_IB_USE_INLINE: receivers send single clear-to-send entries inline */
-		st = nv_comm_qp_create(c, d, wr, q->max_recv,
+		st = nv_comm_qp_create(c, d, q->max_wr, q->max_recv,
 				       send ? IBV_ACCESS_REMOTE_WRITE
 					    : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
 				       !send && use_inline ? (int)sizeof(struct nv_cts_entry) : 0,
@@ -398,8 +482,7 @@ nv_status_t nv_comm_flush_qps(struct nv_comm *c)
 		struct nv_comm_dev *d = &c->dev[i];
 		struct ibv_qp_attr a;
 
-		d->flush_max = NV_MAX_REQUESTS < d->hca->attr.max_qp_wr ? NV_MAX_REQUESTS
-									 : d->hca->attr.max_qp_wr;
+		d->flush_max = d->plan.flush_wr; /* counted in the CQ's depth */
 		st = nv_comm_qp_create(c, d, d->flush_max, 1,
 				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, 0, NULL,
 				       &d->flush_qp);

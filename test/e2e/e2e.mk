@@ -41,7 +41,11 @@ check_PROGRAMS += test/e2e/e2e_vnic
 test_e2e_e2e_vnic_SOURCES = test/e2e/e2e_vnic.c
 test_e2e_e2e_vnic_LDADD = $(E2E_LDADD)
 
+check_PROGRAMS += test/e2e/e2e_cq
+test_e2e_e2e_cq_SOURCES = test/e2e/e2e_cq.c
+test_e2e_e2e_cq_LDADD = $(E2E_LDADD)
+
 E2E_TESTS = test/e2e/e2e_loopback test/e2e/e2e_versions test/e2e/e2e_handshake \
 	test/e2e/e2e_kill test/e2e/e2e_multi test/e2e/e2e_errors test/e2e/e2e_gpu \
-	test/e2e/e2e_vnic
+	test/e2e/e2e_vnic test/e2e/e2e_cq
 TESTS += $(E2E_TESTS)

@@ -149,6 +149,97 @@ static void traffic_class(void)
 	CHECK(nv_net_close_send(s) == NV_OK && nv_net_close_recv(r) == NV_OK);
 }
 
+/* Feasible: the device gives the smallest working queues their CQ entries. */
+static int plan_feasible(int type, int nqp, int max_cqe, int max_qp_wr)
+{
+	int min_send = type == NV_COMM_SEND ? NV_MIN_SEND_QP_WR : NV_MIN_CTS_QP_WR;
+
+	return max_qp_wr >= NV_MIN_QP_WR &&
+	       max_cqe >= nqp * (min_send + 2) + (type == NV_COMM_RECV) && max_cqe >= 1;
+}
+
+static void plan_check_one(int type, int nqp, int max_cqe, int max_qp_wr)
+{
+	int send = type == NV_COMM_SEND;
+	int ws = send ? NV_SEND_QP_WR : NV_RECV_QP_SEND_WR, wr = send ? 1 : NV_RECV_QP_RECV_WR;
+	int wf = send ? 0 : NV_MAX_REQUESTS, full, ok, bad = 0;
+	int min_send = send ? NV_MIN_SEND_QP_WR : NV_MIN_CTS_QP_WR;
+	struct nv_cq_plan p;
+	char why[256] = "";
+
+	ws = ws < max_qp_wr ? ws : max_qp_wr;
+	wr = wr < max_qp_wr ? wr : max_qp_wr;
+	wf = wf < max_qp_wr ? wf : max_qp_wr;
+	full = nqp * (ws + wr + 1) + wf;
+	ok = nv_cq_plan(type, nqp, max_cqe, max_qp_wr, &p, why, sizeof(why)) == 0;
+	if (ok != plan_feasible(type, nqp, max_cqe, max_qp_wr))
+		bad = 1;
+	else if (!ok)
+		bad = why[0] == 0;
+	else
+		/* every WR that can be outstanding has its CQ entry, within max_cqe */
+		bad = p.depth != (nqp * (p.send_wr + p.recv_wr + 1) + p.flush_wr ?: 1) ||
+		      p.depth > max_cqe || p.send_wr < min_send || p.send_wr > ws ||
+		      p.recv_wr < 1 || p.recv_wr > wr || p.flush_wr > wf ||
+		      (!send && p.flush_wr < 1) || p.reduced != (full > max_cqe) ||
+		      (!p.reduced && (p.send_wr != ws || p.recv_wr != wr || p.flush_wr != wf));
+	if (bad) {
+		fprintf(stderr, "nv_cq_plan(%s, nqp %d, max_cqe %d, max_qp_wr %d): ok %d depth %d "
+			"send %d recv %d flush %d reduced %d (%s)\n", send ? "send" : "recv", nqp,
+			max_cqe, max_qp_wr, ok, p.depth, p.send_wr, p.recv_wr, p.flush_wr,
+			p.reduced, why);
+		failures++;
+	}
+}
+
+/* CQ sizing arithmetic, exhaustively over small limits (P2-F3). */
+static void cq_plan(void)
+{
+	static const int qp_wr[] = { 1, 17, 18, 19, 40, 64, 300, 16384 };
+	struct nv_cq_plan p;
+	char why[256];
+	int t, nqp, cqe, w, before = failures;
+
+	/* defaults on a large device: nothing lowered */
+	CHECK(nv_cq_plan(NV_COMM_SEND, 1, 65535, 16384, &p, why, sizeof(why)) == 0);
+	CHECK(p.depth == 514 && p.send_wr == 512 && p.recv_wr == 1 && !p.flush_wr && !p.reduced);
+	CHECK(nv_cq_plan(NV_COMM_RECV, 1, 65535, 16384, &p, why, sizeof(why)) == 0);
+	CHECK(p.depth == 353 && p.send_wr == 256 && p.recv_wr == 64 && p.flush_wr == 32);
+	/* e2e_cq's receiver: 32 entries still carry a working comm */
+	CHECK(nv_cq_plan(NV_COMM_RECV, 1, 32, 16384, &p, why, sizeof(why)) == 0 && p.reduced);
+	CHECK(p.depth <= 32 && p.send_wr >= NV_MIN_CTS_QP_WR && p.recv_wr >= 1 && p.flush_wr >= 1);
+	/* fault_cq's 16 entries too; 8 sender QPs on 80 cannot work */
+	CHECK(nv_cq_plan(NV_COMM_SEND, 1, 16, 16384, &p, why, sizeof(why)) == 0 && p.depth <= 16);
+	CHECK(nv_cq_plan(NV_COMM_RECV, 1, 16, 16384, &p, why, sizeof(why)) == 0 && p.depth <= 16);
+	CHECK(nv_cq_plan(NV_COMM_SEND, 8, 80, 16384, &p, why, sizeof(why)) < 0);
+	CHECK(strstr(why, "max_cqe") != NULL);
+	for (t = NV_COMM_SEND; t <= NV_COMM_RECV; t++)
+		for (nqp = 0; nqp <= 20; nqp++)
+			for (w = 0; w < (int)(sizeof(qp_wr) / sizeof(qp_wr[0])); w++)
+				for (cqe = 0; cqe <= 1400 && failures - before < 10; cqe++)
+					plan_check_one(t, nqp, cqe, qp_wr[w]);
+}
+
+/* The comm's QPs and CQs are built from the plan (2 QPs per connection here). */
+static void cq_built(void)
+{
+	struct nv_comm *s, *r;
+	int d = find("simib0"), i;
+
+	pair(d, d, &s, &r);
+	CHECK(s->dev[0].plan.depth == 2 * (NV_SEND_QP_WR + 1 + 1));
+	CHECK(r->dev[0].plan.depth == 2 * (NV_RECV_QP_SEND_WR + NV_RECV_QP_RECV_WR + 1) +
+					     NV_MAX_REQUESTS);
+	CHECK(s->dev[0].cq->cqe >= s->dev[0].plan.depth);
+	CHECK(r->dev[0].cq->cqe >= r->dev[0].plan.depth);
+	for (i = 0; i < 2; i++) {
+		CHECK(s->qps[i].max_wr == s->dev[0].plan.send_wr);
+		CHECK(r->qps[i].max_wr == r->dev[0].plan.send_wr);
+		CHECK(r->qps[i].max_recv == r->dev[0].plan.recv_wr);
+	}
+	CHECK(nv_net_close_send(s) == NV_OK && nv_net_close_recv(r) == NV_OK);
+}
+
 int main(void)
 {
 	alarm(60);
@@ -164,6 +255,8 @@ int main(void)
 		fprintf(stderr, "test_qp: no simverbs devices; skipping\n");
 		return 77;
 	}
+	cq_plan();
+	cq_built();
 	knobs_roce();
 	mtu_ib();
 	traffic_class();
