@@ -426,8 +426,11 @@ nv_status_t nv_net_accept(void *listen_comm, void **recv_comm)
 	if (rc == NV_STEP_WAIT)
 		return NV_OK;
 	if (rc == NV_STEP_FAIL) {
-		NV_WARN("accept on %s from %s failed while %s: %s", lc->addr_str,
-			lc->rc->base.peer, nv_acc_state_names[lc->hs.state], lc->hs.why);
+		char id[160];
+
+		NV_WARN("accept on %s from %s%s failed while %s: %s", lc->addr_str,
+			lc->rc->base.peer, nv_comm_hs_ident(&lc->rc->base, "to", id, sizeof(id)),
+			nv_acc_state_names[lc->hs.state], lc->hs.why);
 		st = nv_hs_status_of(&lc->hs);
 		nv_acc_abandon(lc);
 		return st;

@@ -27,6 +27,27 @@ const char *nv_comm_ident(const struct nv_comm *c, char *buf, size_t len)
 	return buf;
 }
 
+const char *nv_comm_hs_ident(const struct nv_comm *c, const char *word, char *buf, size_t len)
+{
+	const struct nv_comm_qp *q = c->qps && c->nqps > 0 ? &c->qps[0] : NULL;
+	const struct nv_comm_dev *d = q ? &c->dev[q->dev] : NULL;
+	char more[32] = "";
+	int n;
+
+	buf[0] = 0;
+	if (!q || !q->qp || !d->dev)
+		return buf; /* no QP yet: the peer's address says it all */
+	if (c->nqps > 1)
+		snprintf(more, sizeof(more), " (first of %d)", c->nqps);
+	n = snprintf(buf, len, " %s %s:%u QPN 0x%x%s", word, d->hca->name, d->dev->port,
+		     q->qp->qp_num, more);
+	/* rqpn is set only from validated metadata, when the QP goes to RTR */
+	if (q->rqpn && c->rmeta && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " (peer %.32s QPN 0x%x)",
+			 c->rmeta->dev[q->rdev].name, q->rqpn);
+	return buf;
+}
+
 void nv_comm_fail(struct nv_comm *c, nv_status_t st, const char *fmt, ...)
 {
 	va_list ap;

@@ -266,6 +266,11 @@ void nv_recv_comm_ready(struct nv_recv_comm *rc);
 void nv_comm_reqs_init(struct nv_comm *c);
 /* "dev:port QPN 0x.. -> peer addr rdev QPN 0x.." for messages. */
 const char *nv_comm_ident(const struct nv_comm *c, char *buf, size_t len);
+/*
+ * For handshake failures: " <word> dev:port QPN 0x.. (peer dev QPN 0x..)" once
+ * our QPs exist (the peer's part once its metadata was applied), else "".
+ */
+const char *nv_comm_hs_ident(const struct nv_comm *c, const char *word, char *buf, size_t len);
 /* Records the sticky error once (logs it); later calls are no-ops. */
 void nv_comm_fail(struct nv_comm *c, nv_status_t st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

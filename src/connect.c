@@ -630,7 +630,10 @@ nv_status_t nv_net_connect(struct nv_ctx *ctx, int dev, void *handle, int traffi
 		return NV_OK;
 	memset((char *)handle + NV_WIRE_HANDLE_SIZE, 0, sizeof(stage));
 	if (rc == NV_STEP_FAIL) {
-		NV_WARN("connect to %s failed while %s: %s", cs->sc->base.peer,
+		char id[160];
+
+		NV_WARN("connect to %s%s failed while %s: %s", cs->sc->base.peer,
+			nv_comm_hs_ident(&cs->sc->base, "from", id, sizeof(id)),
 			nv_con_state_names[cs->hs.state], cs->hs.why);
 		st = nv_hs_status_of(&cs->hs);
 		nv_comm_destroy(&cs->sc->base);

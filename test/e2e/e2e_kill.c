@@ -4,6 +4,10 @@
  * and while data is in flight. The survivor must get an error, not a hang,
  * within a bounded time, naming the peer; every later call on that comm
  * must fail fast with the same explanation; closing the failed comm works.
+ * A connector killed while the listener's accept waits for its path check
+ * (both sides' QPs exist): the accept error names our device and QPN and
+ * the peer's QPN too; a listener killed after the connector's metadata went
+ * out: the connect error names the connector's device and QPN.
  */
 #include "config.h"
 
@@ -19,10 +23,11 @@
 #define BOUND 15.0 /* the error must come within this many seconds */
 #define BUF (16u << 20)
 
-enum kcase { K_CONNECT, K_RECV_WAITS, K_SEND_WAITS, K_INFLIGHT, K_NCASES };
+enum kcase { K_CONNECT, K_RECV_WAITS, K_SEND_WAITS, K_INFLIGHT, K_ACCEPT, K_LISTENER, K_NCASES };
 static const char *const kcase_names[K_NCASES] = {
 	"killed during connect", "sender killed, receiver waits for data",
 	"receiver killed, send waits for a clear-to-send", "receiver killed with data in flight",
+	"connector killed during accept", "listener killed after the connector's metadata",
 };
 
 struct kill_ctx {
@@ -64,6 +69,31 @@ static void expect_failure(struct e2e_net *n, void *req, void *comm, int is_send
 			 e2e_warn_text());
 }
 
+/* K_ACCEPT: answer the connector's metadata, then fail once it is killed. */
+static int survivor_accept(struct kill_ctx *k, struct e2e_net *n, void *lc)
+{
+	ncclResult_t r = ncclSuccess;
+	void *rc = NULL;
+	char one = 1;
+	double t0;
+
+	e2e_pipe_read(k->go_pipe[0], &one, 1, T); /* its hello and metadata are out */
+	for (t0 = e2e_now(); e2e_now() - t0 < 0.3 && r == ncclSuccess && !rc; usleep(1000))
+		r = e2e_accept(n, lc, &rc); /* QPs up, our metadata sent, then it waits */
+	if (r != ncclSuccess || rc)
+		E2E_FAIL("accept ended (%d, %p) without the connector's path check", (int)r, rc);
+	e2e_pipe_write(k->ready_pipe[1], &one, 1);
+	e2e_pipe_read(k->go_pipe[0], &one, 1, T); /* the connector is dead now */
+	r = e2e_accept_wait(n, lc, &rc, BOUND);
+	if (r == ncclSuccess)
+		E2E_FAIL("accept from a killed connector: no error in %.0f s (comm %p)", BOUND, rc);
+	if (!e2e_warned("accept on") || !e2e_warned(" to sim") || !e2e_warned("(peer sim"))
+		E2E_FAIL("the accept error does not name our device, QPN and the peer's QPN:\n%s",
+			 e2e_warn_text());
+	E2E_OK(e2e_close_listen(n, lc));
+	return 0;
+}
+
 static int survivor_recv(struct kill_ctx *k, struct e2e_net *n)
 {
 	char handle[E2E_HANDLE_SIZE], one = 1;
@@ -73,6 +103,8 @@ static int survivor_recv(struct kill_ctx *k, struct e2e_net *n)
 
 	E2E_OK(e2e_listen(n, 0, handle, &lc));
 	e2e_pipe_write(k->handle_pipe[1], handle, sizeof(handle));
+	if (k->kc == K_ACCEPT)
+		return survivor_accept(k, n, lc);
 	E2E_OK(e2e_accept_wait(n, lc, &rc, T));
 	E2E_CHECK(rc != NULL);
 	E2E_OK(e2e_close_listen(n, lc));
@@ -92,6 +124,26 @@ static int survivor_send(struct kill_ctx *k, struct e2e_net *n)
 	void *sc, *mh, *req = NULL;
 
 	e2e_pipe_read(k->handle_pipe[0], handle, sizeof(handle), T);
+	if (k->kc == K_LISTENER) {
+		ncclResult_t r;
+		int i;
+
+		/* TCP up, hello and metadata sent (our QPs exist); no answer comes */
+		for (i = 0, sc = NULL; i < 20 && !sc; i++, usleep(5000))
+			E2E_OK(e2e_connect(n, 0, handle, &sc));
+		E2E_CHECK(sc == NULL);
+		one = 1;
+		e2e_pipe_write(k->ready_pipe[1], &one, 1);
+		e2e_pipe_read(k->go_pipe[0], &one, 1, T); /* the listener is dead now */
+		r = e2e_connect_wait(n, 0, handle, &sc, BOUND);
+		if (r == ncclSuccess)
+			E2E_FAIL("connect to a killed listener: no error in %.0f s (comm %p)",
+				 BOUND, sc);
+		if (!e2e_warned("connect to") || !e2e_warned(" from sim") || !e2e_warned("QPN"))
+			E2E_FAIL("the connect error does not name our device and QPN:\n%s",
+				 e2e_warn_text());
+		return 0;
+	}
 	if (k->kc == K_CONNECT) {
 		ncclResult_t r;
 		double t0 = e2e_now();
@@ -125,7 +177,7 @@ static int victim_recv(struct kill_ctx *k, struct e2e_net *n)
 
 	E2E_OK(e2e_listen(n, 0, handle, &lc));
 	e2e_pipe_write(k->handle_pipe[1], handle, sizeof(handle));
-	if (k->kc != K_CONNECT) {
+	if (k->kc != K_CONNECT && k->kc != K_LISTENER) {
 		E2E_OK(e2e_accept_wait(n, lc, &rc, T));
 		E2E_CHECK(rc != NULL);
 		E2E_OK(e2e_reg_mr(n, rc, buf, BUF, NCCL_PTR_HOST, &mh));
@@ -134,7 +186,8 @@ static int victim_recv(struct kill_ctx *k, struct e2e_net *n)
 			(void)e2e_irecv_wait(n, rc, 1, &data, &size, &tag, &mh, T);
 		usleep(100000); /* let the CTS land */
 	}
-	e2e_pipe_write(k->ready_pipe[1], &one, 1);
+	if (k->kc != K_LISTENER) /* there the connector says when to kill */
+		e2e_pipe_write(k->ready_pipe[1], &one, 1);
 	for (;;)
 		pause(); /* SIGKILLed by the parent */
 }
@@ -145,6 +198,18 @@ static int victim_send(struct kill_ctx *k, struct e2e_net *n)
 	void *sc, *mh;
 
 	e2e_pipe_read(k->handle_pipe[0], handle, sizeof(handle), T);
+	if (k->kc == K_ACCEPT) {
+		char one = 1;
+		int i;
+
+		/* TCP up, hello and metadata sent; then it stops calling connect */
+		for (i = 0, sc = NULL; i < 20 && !sc; i++, usleep(5000))
+			E2E_OK(e2e_connect(n, 0, handle, &sc));
+		E2E_CHECK(sc == NULL);
+		e2e_pipe_write(k->ready_pipe[1], &one, 1);
+		for (;;)
+			pause();
+	}
 	E2E_OK(e2e_connect_wait(n, 0, handle, &sc, T));
 	E2E_CHECK(sc != NULL);
 	E2E_OK(e2e_reg_mr(n, sc, buf, BUF, NCCL_PTR_HOST, &mh));
@@ -158,7 +223,7 @@ static int child(void *arg, int is_recv)
 	struct kill_ctx *k = arg;
 	struct e2e_net n;
 	int r = e2e_open(&n, 12);
-	int victim_is_recv = k->kc != K_RECV_WAITS;
+	int victim_is_recv = k->kc != K_RECV_WAITS && k->kc != K_ACCEPT;
 
 	if (r)
 		return r;
@@ -197,8 +262,12 @@ static int run(enum kcase kc, const char *hca)
 		E2E_FAIL("pipe");
 	rp = e2e_spawn(hca, recv_child, &k);
 	sp = e2e_spawn(hca, send_child, &k);
-	victim = kc == K_RECV_WAITS ? sp : rp;
+	victim = kc == K_RECV_WAITS || kc == K_ACCEPT ? sp : rp;
 	e2e_pipe_read(k.ready_pipe[0], &one, 1, T);
+	if (kc == K_ACCEPT) { /* the listener answers the metadata before the kill */
+		e2e_pipe_write(k.go_pipe[1], &one, 1);
+		e2e_pipe_read(k.ready_pipe[0], &one, 1, T);
+	}
 	kill(victim, SIGKILL);
 	e2e_reap(victim, T);
 	e2e_pipe_write(k.go_pipe[1], &one, 1);
