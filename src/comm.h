@@ -64,7 +64,8 @@
 #define NV_CQ_POLL_BATCH 16
 #define NV_CHUNK_ALIGN 128			/* multi-QP split granularity */
 #define NV_LIVENESS_NS 100000000ull		/* socket liveness check while waiting */
-#define NV_LIVENESS_POLLS 64			/* idle polls per clock read (power of 2) */
+#define NV_LIVENESS_POLLS 64			/* most idle polls per clock read */
+#define NV_LIVENESS_STRIDE_NS 1000000ull	/* busy pollers: about one clock read per ms */
 #define NV_KEEPALIVE_IDLE_S 10			/* a vanished peer host: found in ~25 s */
 #define NV_KEEPALIVE_INTVL_S 5
 #define NV_KEEPALIVE_CNT 3
@@ -205,8 +206,10 @@ struct nv_comm {
 	struct nv_async_sink sink;	/* qp_context / cq_context of our QPs and CQs */
 	void *ctrl;			/* nv_send_ctrl or nv_recv_ctrl */
 	uint64_t rctrl_addr;		/* peer: FIFO (we receive) or records (we send) */
-	uint64_t last_alive_ns;
+	uint64_t last_alive_ns;		/* last socket liveness check */
+	uint64_t last_clock_ns;		/* last clock read by the liveness check */
 	uint32_t idle_polls;		/* waits without progress since the last clock read */
+	uint32_t live_stride;		/* idle polls per clock read (nv_liveness_stride) */
 	int probe_pending;		/* connect-time probes not yet completed */
 	int nreq;
 	struct nv_request *reqs;
@@ -277,6 +280,24 @@ void nv_comm_fail(struct nv_comm *c, nv_status_t st, const char *fmt, ...)
 /* Logs and formats one error completion into c (sticky). */
 void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc);
 uint64_t nv_now_ns(void);
+
+/*
+ * Idle polls until the next clock read, given the current stride and the
+ * time that stride of polls took: doubles (to NV_LIVENESS_POLLS) while it
+ * took under NV_LIVENESS_STRIDE_NS, back to 1 otherwise; test() sets it to
+ * 1 whenever a request completes, so every wait starts at 1. A busy poller
+ * thus reads the clock about once per NV_LIVENESS_STRIDE_NS; one that polls
+ * slowly reads it on every poll, so skipping never delays its check by more
+ * than about NV_LIVENESS_STRIDE_NS (only a caller that slows down from busy
+ * polling in the middle of one wait can see up to NV_LIVENESS_POLLS more
+ * polls before the next clock read).
+ */
+static inline uint32_t nv_liveness_stride(uint32_t stride, uint64_t elapsed_ns)
+{
+	if (elapsed_ns >= NV_LIVENESS_STRIDE_NS || stride == 0)
+		return 1;
+	return stride * 2 > NV_LIVENESS_POLLS ? NV_LIVENESS_POLLS : stride * 2;
+}
 
 /* ---- shared helpers (connect.c) ---------------------------------------- */
 int nv_connect_timeout_ms(void);

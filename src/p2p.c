@@ -200,9 +200,12 @@ static nv_status_t nv_comm_liveness(struct nv_comm *c, const struct nv_request *
 	uint64_t now;
 	char id[256];
 
-	if ((++c->idle_polls & (NV_LIVENESS_POLLS - 1)) != 0)
-		return NV_OK; /* read the clock only every NV_LIVENESS_POLLS idle polls */
+	if (++c->idle_polls < c->live_stride)
+		return NV_OK; /* a busy poller reads the clock only every few polls */
+	c->idle_polls = 0;
 	now = nv_now_ns();
+	c->live_stride = nv_liveness_stride(c->live_stride, now - c->last_clock_ns);
+	c->last_clock_ns = now;
 	if (now - c->last_alive_ns < NV_LIVENESS_NS)
 		return NV_OK;
 	c->last_alive_ns = now;
@@ -672,6 +675,7 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 		}
 	}
 	*done = 1;
+	c->live_stride = 1; /* progress: the next wait starts reading the clock at once */
 	if (sizes && r->type == NV_REQ_SEND)
 		sizes[0] = (int)r->size;
 	else if (sizes && r->type == NV_REQ_RECV)

@@ -7,7 +7,9 @@
  * A connector killed while the listener's accept waits for its path check
  * (both sides' QPs exist): the accept error names our device and QPN and
  * the peer's QPN too; a listener killed after the connector's metadata went
- * out: the connect error names the connector's device and QPN.
+ * out: the connect error names the connector's device and QPN. A receiver
+ * that polls only every 50 ms still finds a dead sender within a few polls
+ * (the liveness check's clock-read stride adapts to the polling rate).
  */
 #include "config.h"
 
@@ -23,12 +25,20 @@
 #define BOUND 15.0 /* the error must come within this many seconds */
 #define BUF (16u << 20)
 
-enum kcase { K_CONNECT, K_RECV_WAITS, K_SEND_WAITS, K_INFLIGHT, K_ACCEPT, K_LISTENER, K_NCASES };
+enum kcase {
+	K_CONNECT, K_RECV_WAITS, K_SEND_WAITS, K_INFLIGHT, K_ACCEPT, K_LISTENER, K_SLOW_POLL,
+	K_NCASES
+};
 static const char *const kcase_names[K_NCASES] = {
 	"killed during connect", "sender killed, receiver waits for data",
 	"receiver killed, send waits for a clear-to-send", "receiver killed with data in flight",
 	"connector killed during accept", "listener killed after the connector's metadata",
+	"sender killed, receiver polls every 50 ms",
 };
+#define SLOW_POLL_US 50000
+/* Polls until the error: about 3 (100 ms liveness interval); a fixed one clock read
+ * per NV_LIVENESS_POLLS (64) idle polls took up to 64 here. */
+#define SLOW_POLL_MAX 24
 
 struct kill_ctx {
 	enum kcase kc;
@@ -36,12 +46,13 @@ struct kill_ctx {
 };
 
 static char *buf;
+static int slow_poll; /* K_SLOW_POLL: the survivor polls every SLOW_POLL_US */
 
 /* Survivor side: `req` or the next call fails within BOUND; then fail-fast checks. */
 static void expect_failure(struct e2e_net *n, void *req, void *comm, int is_send, void *mh)
 {
 	double t0 = e2e_now(), t1;
-	int done = 0, sizes[8];
+	int done = 0, sizes[8], polls = 0;
 	ncclResult_t r = ncclSuccess;
 	void *req2 = NULL, *data = buf;
 	size_t size = 4096;
@@ -52,10 +63,19 @@ static void expect_failure(struct e2e_net *n, void *req, void *comm, int is_send
 			r = e2e_test(n, req, &done, sizes);
 		else
 			r = e2e_isend(n, comm, buf, BUF, 1, mh, &req); /* no CTS will come */
+		polls++;
+		if (slow_poll && r == ncclSuccess && !done)
+			usleep(SLOW_POLL_US);
 	}
 	t1 = e2e_now();
 	if (r == ncclSuccess)
 		E2E_FAIL("no error %.1f s after the peer was killed (done=%d)", t1 - t0, done);
+	if (slow_poll && polls > SLOW_POLL_MAX)
+		E2E_FAIL("polling every %d ms, the dead peer was found only after %d polls",
+			 SLOW_POLL_US / 1000, polls);
+	if (slow_poll)
+		e2e_note("polling every %d ms: error after %d polls, %.2f s", SLOW_POLL_US / 1000,
+			 polls, t1 - t0);
 	if (!e2e_warned("peer") && !e2e_warned("remote"))
 		E2E_FAIL("the error does not name the peer:\n%s", e2e_warn_text());
 	/* sticky: later calls fail fast with the same explanation */
@@ -105,6 +125,7 @@ static int survivor_recv(struct kill_ctx *k, struct e2e_net *n)
 	e2e_pipe_write(k->handle_pipe[1], handle, sizeof(handle));
 	if (k->kc == K_ACCEPT)
 		return survivor_accept(k, n, lc);
+	slow_poll = k->kc == K_SLOW_POLL;
 	E2E_OK(e2e_accept_wait(n, lc, &rc, T));
 	E2E_CHECK(rc != NULL);
 	E2E_OK(e2e_close_listen(n, lc));
@@ -223,7 +244,7 @@ static int child(void *arg, int is_recv)
 	struct kill_ctx *k = arg;
 	struct e2e_net n;
 	int r = e2e_open(&n, 12);
-	int victim_is_recv = k->kc != K_RECV_WAITS && k->kc != K_ACCEPT;
+	int victim_is_recv = k->kc != K_RECV_WAITS && k->kc != K_ACCEPT && k->kc != K_SLOW_POLL;
 
 	if (r)
 		return r;
@@ -262,7 +283,7 @@ static int run(enum kcase kc, const char *hca)
 		E2E_FAIL("pipe");
 	rp = e2e_spawn(hca, recv_child, &k);
 	sp = e2e_spawn(hca, send_child, &k);
-	victim = kc == K_RECV_WAITS || kc == K_ACCEPT ? sp : rp;
+	victim = kc == K_RECV_WAITS || kc == K_ACCEPT || kc == K_SLOW_POLL ? sp : rp;
 	e2e_pipe_read(k.ready_pipe[0], &one, 1, T);
 	if (kc == K_ACCEPT) { /* the listener answers the metadata before the kill */
 		e2e_pipe_write(k.go_pipe[1], &one, 1);

@@ -220,6 +220,21 @@ static void cq_plan(void)
 					plan_check_one(t, nqp, cqe, qp_wr[w]);
 }
 
+/* Clock reads of the liveness check: sparse for busy pollers only (P2-B1). */
+static void liveness_stride(void)
+{
+	uint32_t st = 0;
+	int i;
+
+	CHECK(nv_liveness_stride(0, 0) == 1);
+	for (i = 0; i < 10; i++)
+		st = nv_liveness_stride(st, NV_LIVENESS_STRIDE_NS / 2);
+	CHECK(st == NV_LIVENESS_POLLS); /* busy: 1, 2, 4, ... capped */
+	CHECK(nv_liveness_stride(st, NV_LIVENESS_STRIDE_NS) == 1); /* slowed down: every poll */
+	CHECK(nv_liveness_stride(1, 5 * NV_LIVENESS_STRIDE_NS) == 1);
+	CHECK(nv_liveness_stride(4, 0) == 8);
+}
+
 /* The comm's QPs and CQs are built from the plan (2 QPs per connection here). */
 static void cq_built(void)
 {
@@ -256,6 +271,7 @@ int main(void)
 		return 77;
 	}
 	cq_plan();
+	liveness_stride();
 	cq_built();
 	knobs_roce();
 	mtu_ib();
