@@ -99,23 +99,6 @@ static int nv_max_int(int a, int b)
 	return a > b ? a : b;
 }
 
-/*
- * Why the depth holds every completion: each CQE on a comm's CQ stands for
- * a distinct WR posted on one of its QPs and not yet retired by the
- * plugin's accounting -
- *  - send queue (data chains, clear-to-send writes): a signalled success
- *    or the error/flush completion of any WR, signalled or not; each such WR
- *    is still counted in q->outstanding, which every post keeps <= send_wr;
- *  - receive queue: one per RECV counted in q->recv_outstanding <= recv_wr
- *    (senders never post RECVs; their 1-entry queue is counted anyway);
- *  - GDR flush READs: flush_outstanding <= flush_wr (receivers, per device);
- *  - the connect-time path probe: one per QP, outside that accounting.
- * So nqp * (send_wr + recv_wr + 1) + flush_wr entries cannot overrun, even
- * when an error flushes everything posted at once. When the device's
- * max_cqe is lower, the queues shrink in proportion (the data path then
- * waits for room sooner) down to the smallest that always progress
- * (NV_MIN_SEND_QP_WR, NV_MIN_CTS_QP_WR; the receive queue 1, flush 1).
- */
 /* Lowers p's queues in proportion until nqp QPs fit max_cqe; -1 if even the minima do not. */
 static int nv_cq_plan_shrink(struct nv_cq_plan *p, int send, int nqp, int max_cqe)
 {
@@ -145,6 +128,23 @@ static int nv_cq_plan_shrink(struct nv_cq_plan *p, int send, int nqp, int max_cq
 	return 0;
 }
 
+/*
+ * Why the depth holds every completion: each CQE on a comm's CQ stands for
+ * a distinct WR posted on one of its QPs and not yet retired by the
+ * plugin's accounting -
+ *  - send queue (data chains, clear-to-send writes): a signalled success
+ *    or the error/flush completion of any WR, signalled or not; each such WR
+ *    is still counted in q->outstanding, which every post keeps <= send_wr;
+ *  - receive queue: one per RECV counted in q->recv_outstanding <= recv_wr
+ *    (senders never post RECVs; their 1-entry queue is counted anyway);
+ *  - GDR flush READs: flush_outstanding <= flush_wr (receivers, per device);
+ *  - the connect-time path probe: one per QP, outside that accounting.
+ * So nqp * (send_wr + recv_wr + 1) + flush_wr entries cannot overrun, even
+ * when an error flushes everything posted at once. When the device's
+ * max_cqe is lower, the queues shrink in proportion (the data path then
+ * waits for room sooner) down to the smallest that always progress
+ * (NV_MIN_SEND_QP_WR, NV_MIN_CTS_QP_WR; the receive queue 1, flush 1).
+ */
 int nv_cq_plan(int type, int nqp, int max_cqe, int max_qp_wr, struct nv_cq_plan *p, char *why,
 	       size_t len)
 {
