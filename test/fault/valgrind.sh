@@ -10,6 +10,11 @@ export FH_TIME_SCALE=${FH_TIME_SCALE:-8}
 # Shorter loops of the fault tests under valgrind (same code paths).
 export FAULT_CYCLES=${FAULT_CYCLES:-200} FAULT_THREADS_MSGS=${FAULT_THREADS_MSGS:-300}
 export FAULT_SOAK_MESSAGES=${FAULT_SOAK_MESSAGES:-1500}
-exec valgrind -q --error-exitcode=98 --leak-check=full --show-leak-kinds=definite,indirect \
+# --fair-sched=yes: the tests' threads busy-poll; under valgrind's default
+# lock one spinning thread can starve the thread it waits for (fault_threads
+# hung 16 minutes without it, passes in ~25 s with it). The outer timeout is a
+# last resort so that no test can hold CI beyond it.
+exec timeout --kill-after=10 "${VALGRIND_TEST_TIMEOUT:-600}" \
+	valgrind -q --fair-sched=yes --error-exitcode=98 --leak-check=full --show-leak-kinds=definite,indirect \
 	--errors-for-leak-kinds=definite,indirect --suppressions="$here/valgrind.supp" \
 	--gen-suppressions=all "$@"
