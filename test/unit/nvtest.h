@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -26,7 +27,7 @@ static int nvt_failures;
 static char nvt_warns[16384];
 static int nvt_nwarn;
 
-__attribute__((format(printf, 5, 6)))
+__attribute__((format(printf, 5, 6), unused))
 static void nvt_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		       const char *fmt, ...)
 {

@@ -11,16 +11,7 @@
 
 #include "cts.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                              \
-			failures++;                                                  \
-		}                                                                    \
-	} while (0)
+#include "nvtest.h"
 
 static struct nv_cts_entry e[NV_CTS_MAX_RECVS];
 static char why[192];
@@ -90,10 +81,5 @@ int main(void)
 {
 	test_slot();
 	test_records();
-	if (failures) {
-		fprintf(stderr, "test_cts: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_cts: all checks passed\n");
-	return 0;
+	return nvt_exit("test_cts");
 }

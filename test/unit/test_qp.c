@@ -19,16 +19,7 @@
 #include "nv_api.h"
 #include "param.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                              \
-			failures++;                                                  \
-		}                                                                    \
-	} while (0)
+#include "nvtest.h"
 
 static int find(const char *name)
 {
@@ -188,7 +179,7 @@ static void plan_check_one(int type, int nqp, int max_cqe, int max_qp_wr)
 			"send %d recv %d flush %d reduced %d (%s)\n", send ? "send" : "recv", nqp,
 			max_cqe, max_qp_wr, ok, p.depth, p.send_wr, p.recv_wr, p.flush_wr,
 			p.reduced, why);
-		failures++;
+		nvt_failures++;
 	}
 }
 
@@ -198,7 +189,7 @@ static void cq_plan(void)
 	static const int qp_wr[] = { 1, 17, 18, 19, 40, 64, 300, 16384 };
 	struct nv_cq_plan p;
 	char why[256];
-	int t, nqp, cqe, w, before = failures;
+	int t, nqp, cqe, w, before = nvt_failures;
 
 	/* defaults on a large device: nothing lowered */
 	CHECK(nv_cq_plan(NV_COMM_SEND, 1, 65535, 16384, &p, why, sizeof(why)) == 0);
@@ -216,7 +207,7 @@ static void cq_plan(void)
 	for (t = NV_COMM_SEND; t <= NV_COMM_RECV; t++)
 		for (nqp = 0; nqp <= 20; nqp++)
 			for (w = 0; w < (int)(sizeof(qp_wr) / sizeof(qp_wr[0])); w++)
-				for (cqe = 0; cqe <= 1400 && failures - before < 10; cqe++)
+				for (cqe = 0; cqe <= 1400 && nvt_failures - before < 10; cqe++)
 					plan_check_one(t, nqp, cqe, qp_wr[w]);
 }
 
@@ -277,10 +268,5 @@ int main(void)
 	mtu_ib();
 	traffic_class();
 	nv_devices_fini();
-	if (failures) {
-		fprintf(stderr, "test_qp: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_qp: all checks passed\n");
-	return 0;
+	return nvt_exit("test_qp");
 }

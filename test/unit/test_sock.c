@@ -16,16 +16,7 @@
 #include "sock.h"
 #include "wire.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                              \
-			failures++;                                                  \
-		}                                                                    \
-	} while (0)
+#include "nvtest.h"
 
 static void test_match(void)
 {
@@ -151,10 +142,5 @@ int main(void)
 	test_pick();
 	test_handle_addr();
 	test_transfer();
-	if (failures) {
-		fprintf(stderr, "test_sock: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_sock: all checks passed\n");
-	return 0;
+	return nvt_exit("test_sock");
 }

@@ -12,16 +12,7 @@
 
 #include "wire.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-				#cond);                                              \
-			failures++;                                                  \
-		}                                                                    \
-	} while (0)
+#include "nvtest.h"
 
 static char why[NV_WIRE_WHY_LEN];
 
@@ -270,10 +261,5 @@ int main(void)
 	test_hdr();
 	test_hello_status();
 	test_meta();
-	if (failures) {
-		fprintf(stderr, "test_wire: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_wire: all checks passed\n");
-	return 0;
+	return nvt_exit("test_wire");
 }
