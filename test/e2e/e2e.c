@@ -48,8 +48,8 @@ void e2e_note(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-static void e2e_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-		       const char *fmt, ...)
+void e2e_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		const char *fmt, ...)
 {
 	char msg[2048];
 	va_list ap;

@@ -57,7 +57,12 @@ void e2e_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int e2e_open(struct e2e_net *n, int ver);
 void e2e_close(struct e2e_net *n);
 
-/* WARN messages recorded by our logger since the last reset. */
+/* The logger e2e_open() gives init: prints every WARN (INFO too with E2E_VERBOSE)
+ * and records the WARNs for the functions below. */
+void e2e_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* WARN messages recorded by e2e_logger since the last reset. */
 int e2e_warn_count(void);
 int e2e_warned(const char *substring);
 void e2e_warn_reset(void);

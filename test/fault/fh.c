@@ -17,14 +17,6 @@
 
 #include "fh.h"
 
-#define FH_WARN_BUF (256 * 1024)
-
-/* Raw mode's logger (fh_open_raw); otherwise e2e's logger records. */
-static pthread_mutex_t fh_warn_lock = PTHREAD_MUTEX_INITIALIZER;
-static char fh_raw_buf[FH_WARN_BUF];
-static size_t fh_raw_len;
-static int fh_raw_mode;
-
 double fh_now(void)
 {
 	return e2e_now();
@@ -77,35 +69,7 @@ void fh_fail(const char *file, int line, const char *fmt, ...)
 	exit(1);
 }
 
-/* ---- recorded WARNs: one line per message in a text buffer -------------------- */
-
-static void fh_raw_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-			  const char *fmt, ...)
-{
-	char msg[2048];
-	va_list ap;
-
-	(void)flags;
-	if (level != NCCL_LOG_WARN && !getenv("E2E_VERBOSE"))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "[%d] %s %s:%d %s\n", (int)getpid(), level == NCCL_LOG_WARN ? "WARN" : "INFO",
-		file, line, msg);
-	if (level != NCCL_LOG_WARN)
-		return;
-	pthread_mutex_lock(&fh_warn_lock);
-	if (fh_raw_len + strlen(msg) + 2 < FH_WARN_BUF)
-		fh_raw_len += (size_t)snprintf(fh_raw_buf + fh_raw_len, FH_WARN_BUF - fh_raw_len,
-					       "%s\n", msg);
-	pthread_mutex_unlock(&fh_warn_lock);
-}
-
-static const char *fh_text(void)
-{
-	return fh_raw_mode ? fh_raw_buf : e2e_warn_text();
-}
+/* ---- recorded WARNs: e2e_logger records them, in raw mode too ---------------- */
 
 /* Copy of line i (0-based) of the recorded text, or NULL. */
 static char fh_line_buf[4][2048];
@@ -113,7 +77,7 @@ static int fh_line_next;
 
 const char *fh_warn_get(int i)
 {
-	const char *p = fh_text(), *nl;
+	const char *p = e2e_warn_text(), *nl;
 	char *out;
 	size_t n;
 
@@ -135,7 +99,7 @@ const char *fh_warn_get(int i)
 
 int fh_warn_count(void)
 {
-	const char *p = fh_text();
+	const char *p = e2e_warn_text();
 	int n = 0;
 
 	for (; (p = strchr(p, '\n')); p++)
@@ -145,10 +109,6 @@ int fh_warn_count(void)
 
 void fh_warn_reset(void)
 {
-	pthread_mutex_lock(&fh_warn_lock);
-	fh_raw_len = 0;
-	fh_raw_buf[0] = '\0';
-	pthread_mutex_unlock(&fh_warn_lock);
 	e2e_warn_reset();
 }
 
@@ -188,7 +148,7 @@ int fh_warn_count_with(const char *needle)
 void fh_warn_dump(void)
 {
 	fprintf(stderr, "[fault %d] %d WARN(s) recorded:\n%s", (int)getpid(), fh_warn_count(),
-		fh_text());
+		e2e_warn_text());
 }
 
 /* ---- the plugin -------------------------------------------------------------- */
@@ -200,7 +160,6 @@ ncclResult_t fh_open_raw(struct fh *f)
 
 	memset(f, 0, sizeof(*f));
 	f->raw = 1;
-	fh_raw_mode = 1;
 	if (!path || !*path) {
 		fh_log("NV_TEST_PLUGIN is not set (run through make check)");
 		return ncclSystemError;
@@ -215,7 +174,7 @@ ncclResult_t fh_open_raw(struct fh *f)
 		fh_log("%s has no ncclNetPlugin_v12", path);
 		return ncclSystemError;
 	}
-	return f->net->init(&f->ctx, 0x1234, &cfg, fh_raw_logger, NULL);
+	return f->net->init(&f->ctx, 0x1234, &cfg, e2e_logger, NULL);
 }
 
 int fh_open(struct fh *f)
@@ -223,7 +182,6 @@ int fh_open(struct fh *f)
 	int rc;
 
 	memset(f, 0, sizeof(*f));
-	fh_raw_mode = 0;
 	rc = e2e_open(&f->e2e, 12);
 	if (rc)
 		return rc;

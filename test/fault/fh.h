@@ -3,9 +3,9 @@
  * end-to-end harness (test/e2e/e2e.h, linked as libe2e.la): the plugin is
  * loaded by e2e_open() through ncclNetPlugin_v12 and e2e's recording logger;
  * fh adds per-message WARN searches, a watchdog, simverbs fault control,
- * resource counters and bounded transfer helpers. fh_open_raw() is the one
- * path with a logger of its own: configuration tests need init's result
- * and the WARNs of a FAILING init, which e2e_open() treats as fatal.
+ * resource counters and bounded transfer helpers. fh_open_raw() calls init
+ * itself (with e2e_logger): configuration tests need init's result and the
+ * WARNs of a FAILING init, which e2e_open() treats as fatal.
  * Every wait is bounded: a hang is a test failure, never a driver timeout.
  * Every time limit taken by fh (and fh_watchdog) is multiplied by fh_scale().
  *
