@@ -1,9 +1,9 @@
 # Plugin core (owner: P1): ABI headers, vtable, params, log, verbs seam,
 # devices, GDR, MR cache. NV_BASE_SOURCES and NV_COMM_SOURCES (src/comm.mk)
 # make up libnvcore.la, which the plugin and the unit tests link.
-NV_BASE_SOURCES = src/log.c src/param.c src/ibv.c src/select.c src/device.c src/event.c \
+NV_BASE_SOURCES = src/log.c src/os.c src/param.c src/ibv.c src/select.c src/device.c src/event.c \
 	src/gdr.c src/mr.c
-noinst_HEADERS += src/nv_common.h src/nv_api.h src/log.h src/param.h src/ibv.h src/device.h \
+noinst_HEADERS += src/nv_common.h src/nv_api.h src/log.h src/os.h src/param.h src/ibv.h src/device.h \
 	src/event.h src/mr.h src/plugin.h \
 	include/nccl/err.h include/nccl/common.h include/nccl/net_device.h include/nccl/net.h \
 	include/nccl/net_v6.h include/nccl/net_v7.h include/nccl/net_v8.h include/nccl/net_v9.h \
@@ -51,6 +51,10 @@ nccl_net_verbs_info_SOURCES = src/tools/nccl-net-verbs-info.c
 nccl_net_verbs_info_LDADD = libnvcore.la $(IBVERBS_LIBS)
 dist_check_SCRIPTS += test/unit/test-info.sh
 TESTS += test/unit/test-info.sh
+# src/ layers import only downwards (includes and, from the objects, calls).
+dist_check_SCRIPTS += test/unit/test-layers.sh
+EXTRA_DIST += scripts/check-layers.sh
+TESTS += test/unit/test-layers.sh
 # NIC fusion end to end (three simverbs devices, data through merged vNICs).
 check_PROGRAMS += test/unit/test_vnic
 TESTS += test/unit/test_vnic

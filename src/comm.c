@@ -1,7 +1,7 @@
 /*
- * comm.c - what a send/recv comm offers besides the data path: memory
- * registration through the per-HCA cache (one MR per device of the comm),
- * total close, and the sticky-error bookkeeping every layer reports into.
+ * comm.c - the bottom of the connection layer: a comm's identity for
+ * messages, the sticky-error bookkeeping every layer above reports into, and
+ * memory registration through the per-HCA cache (one MR per comm device).
  */
 #include "config.h"
 
@@ -134,31 +134,4 @@ nv_status_t nv_net_dereg_mr(void *comm, void *mhandle)
 	mh->ndevs = 0;
 	free(mh);
 	return first;
-}
-
-static nv_status_t nv_comm_close(void *comm, int type, const char *fn)
-{
-	struct nv_comm *c = comm;
-	nv_status_t st;
-
-	if (!c)
-		return NV_OK;
-	if (c->type != type) {
-		NV_WARN("%s: %p is not the right kind of comm", fn, comm);
-		return NV_ERR_INTERNAL;
-	}
-	st = nv_comm_destroy(c); /* requests still outstanding die with the QPs */
-	c->type = 0;
-	free(c);
-	return st;
-}
-
-nv_status_t nv_net_close_send(void *send_comm)
-{
-	return nv_comm_close(send_comm, NV_COMM_SEND, "closeSend");
-}
-
-nv_status_t nv_net_close_recv(void *recv_comm)
-{
-	return nv_comm_close(recv_comm, NV_COMM_RECV, "closeRecv");
 }

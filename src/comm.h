@@ -45,6 +45,8 @@
 #include <infiniband/verbs.h>
 #include "cts.h"
 #include "device.h"
+#include "mr.h"
+#include "os.h"
 #include "nv_common.h"
 #include "sock.h"
 #include "wire.h"
@@ -261,12 +263,11 @@ nv_status_t nv_comm_probe_post(struct nv_comm *c);
 int nv_comm_probe_poll(struct nv_comm *c);
 nv_status_t nv_comm_flush_qps(struct nv_comm *c);
 nv_status_t nv_comm_destroy(struct nv_comm *c);
-
-/* ---- data path helpers (p2p.c) ------------------------------------------ */
 /* Called once the handshake completed, before the comm is returned. */
 void nv_send_comm_ready(struct nv_send_comm *sc);
 void nv_recv_comm_ready(struct nv_recv_comm *rc);
-void nv_comm_reqs_init(struct nv_comm *c);
+
+/* ---- comm identity and sticky errors (comm.c, diag.c) -------------------- */
 /* "dev:port QPN 0x.. -> peer addr rdev QPN 0x.." for messages. */
 const char *nv_comm_ident(const struct nv_comm *c, char *buf, size_t len);
 /*
@@ -277,9 +278,8 @@ const char *nv_comm_hs_ident(const struct nv_comm *c, const char *word, char *bu
 /* Records the sticky error once (logs it); later calls are no-ops. */
 void nv_comm_fail(struct nv_comm *c, nv_status_t st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Logs and formats one error completion into c (sticky). */
+/* Logs and formats one error completion into c (sticky). diag.c */
 void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc);
-uint64_t nv_now_ns(void);
 
 /*
  * Idle polls until the next clock read, given the current stride and the
@@ -301,6 +301,5 @@ static inline uint32_t nv_liveness_stride(uint32_t stride, uint64_t elapsed_ns)
 
 /* ---- shared helpers (connect.c) ---------------------------------------- */
 int nv_connect_timeout_ms(void);
-const char *nv_mem_kind_str(int kind);
 
 #endif /* NV_COMM_H */

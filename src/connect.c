@@ -74,14 +74,6 @@ static char nv_if_name[NV_SOCK_IFNAME_LEN];
 static pthread_once_t nv_token_once = PTHREAD_ONCE_INIT;
 static uint64_t nv_process_token;
 
-uint64_t nv_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int nv_connect_timeout_ms(void)
 {
 	return (int)nv_param_int(NV_PARAM_VERBS_CONNECT_TIMEOUT_MS);
@@ -319,18 +311,6 @@ int nv_hs_flush_out(struct nv_hs *hs, int fd)
 		return -1;
 	}
 	return rc;
-}
-
-const char *nv_mem_kind_str(int kind)
-{
-	switch (kind) {
-	case NV_MEM_CUDA:
-		return "GPU";
-	case NV_MEM_DMABUF:
-		return "GPU (dma-buf)";
-	default:
-		return "host";
-	}
 }
 
 /* ---- the connect state machine ------------------------------------------ */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "ibv.h"
-#include "mr.h"
+#include "os.h"
 
 /* Error code of an int verb: positive return value, else errno, else EIO. */
 static int nv_int_err(int ret)

@@ -321,22 +321,14 @@ nv_status_t nv_mr_release(struct nv_hca *hca, struct ibv_mr *mr)
 	return nv_mr_cache_put(hca->mr_cache, mr);
 }
 
-char *nv_memlock_str(char *buf, size_t len)
+const char *nv_mem_kind_str(int kind)
 {
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
-		snprintf(buf, len, "unknown (%s)", strerror(errno));
-	else if (rl.rlim_cur == RLIM_INFINITY)
-		snprintf(buf, len, "unlimited");
-	else
-		snprintf(buf, len, "%llu bytes", (unsigned long long)rl.rlim_cur);
-	return buf;
-}
-
-bool nv_memlock_unlimited(void)
-{
-	struct rlimit rl;
-
-	return getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY;
+	switch (kind) {
+	case NV_MEM_CUDA:
+		return "GPU";
+	case NV_MEM_DMABUF:
+		return "GPU (dma-buf)";
+	default:
+		return "host";
+	}
 }

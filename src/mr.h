@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <infiniband/verbs.h>
 #include "nv_common.h"
+#include "os.h"
 
 struct nv_hca;
 
@@ -50,9 +51,8 @@ nv_status_t nv_mr_release(struct nv_hca *hca, struct ibv_mr *mr);
 nv_status_t nv_mr_hca_init(struct nv_hca *hca);
 void nv_mr_hca_fini(struct nv_hca *hca);
 
-/* RLIMIT_MEMLOCK as text ("unlimited" or bytes) into buf; returns buf. */
-char *nv_memlock_str(char *buf, size_t len);
-bool nv_memlock_unlimited(void);
+/* "host", "GPU" or "GPU (dma-buf)" for an enum nv_mem_kind, for messages. */
+const char *nv_mem_kind_str(int kind);
 
 /* ---- the cache itself, independent of verbs (unit-tested with fake ops) ---- */
 struct nv_mr_cache;

@@ -25,19 +25,6 @@
 
 #define NV_UNMATCHED 0xffff
 
-void nv_comm_reqs_init(struct nv_comm *c)
-{
-	int i;
-
-	for (i = 0; i < c->nreq; i++) {
-		c->reqs[i].comm = c;
-		c->reqs[i].idx = (uint16_t)i;
-		c->reqs[i].type = NV_REQ_FREE;
-		c->reqs[i].next_free = (int16_t)(i + 1 < c->nreq ? i + 1 : -1);
-	}
-	c->free_head = c->nreq > 0 ? 0 : -1;
-}
-
 static struct nv_request *nv_req_get(struct nv_comm *c, int type)
 {
 	struct nv_request *r;
@@ -401,30 +388,6 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 	}
 	*request = req;
 	return NV_OK;
-}
-
-void nv_send_comm_ready(struct nv_send_comm *sc)
-{
-	int64_t ar = nv_param_int(NV_PARAM_IB_ADAPTIVE_ROUTING);
-	int i;
-
-	/* AR can place packets of one message out of order; a separate final
-	 * WRITE_WITH_IMM guarantees the data WRs before it have landed. */
-	if (ar == 1 || (ar == -2 && sc->base.dev[0].dev->link_layer == IBV_LINK_LAYER_INFINIBAND))
-		sc->ar_threshold = (uint64_t)nv_param_int(NV_PARAM_IB_AR_THRESHOLD);
-	else
-		sc->ar_threshold = UINT64_MAX;
-
-	for (i = 0; i < NV_FIFO_SLOTS; i++)
-		sc->slots[i].seq = UINT64_MAX;
-	sc->base.last_alive_ns = nv_now_ns();
-	nv_sock_keepalive(sc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
-}
-
-void nv_recv_comm_ready(struct nv_recv_comm *rc)
-{
-	rc->base.last_alive_ns = nv_now_ns();
-	nv_sock_keepalive(rc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
 }
 
 /* ---- receive --------------------------------------------------------------- */

@@ -1,7 +1,8 @@
 /*
  * qp.c - verbs resources of a send/recv comm: PD references, CQs, control
  * region MRs, RC QPs and their INIT -> RTR -> RTS bring-up, the GDR flush
- * loopback QPs, and the connect-time path probe.
+ * loopback QPs, the connect-time path probe, the request pool, the last
+ * step of set-up (nv_*_comm_ready) and close.
  *
  * Ownership: everything here belongs to one comm and is released by
  * nv_comm_destroy() in reverse order (QPs -> MRs -> CQs -> PD reference),
@@ -18,6 +19,7 @@
 #include "comm.h"
 #include "ibv.h"
 #include "mr.h"
+#include "nv_api.h"
 #include "param.h"
 
 #define NV_PROBE_VALUE 0x6e7670726f626521ull
@@ -52,6 +54,19 @@ static nv_status_t nv_comm_dev_open(struct nv_comm *c, int i, int phys)
 		return st;
 	return nv_mr_acquire(d->hca, c->ctrl, nv_comm_ctrl_size(c->type), NV_MEM_HOST, 0, -1,
 			     NV_MR_CTRL, &d->ctrl_mr);
+}
+
+static void nv_comm_reqs_init(struct nv_comm *c)
+{
+	int i;
+
+	for (i = 0; i < c->nreq; i++) {
+		c->reqs[i].comm = c;
+		c->reqs[i].idx = (uint16_t)i;
+		c->reqs[i].type = NV_REQ_FREE;
+		c->reqs[i].next_free = (int16_t)(i + 1 < c->nreq ? i + 1 : -1);
+	}
+	c->free_head = c->nreq > 0 ? 0 : -1;
 }
 
 nv_status_t nv_comm_init(struct nv_comm *c, int type, int vdev, int nreq)
@@ -566,4 +581,57 @@ nv_status_t nv_comm_destroy(struct nv_comm *c)
 	c->rmeta = NULL;
 	nv_sock_close(&c->fd);
 	return first;
+}
+
+/* ---- ready (handshake done) and close (closeSend / closeRecv) ----------------- */
+
+void nv_send_comm_ready(struct nv_send_comm *sc)
+{
+	int64_t ar = nv_param_int(NV_PARAM_IB_ADAPTIVE_ROUTING);
+	int i;
+
+	/* AR can place packets of one message out of order; a separate final
+	 * WRITE_WITH_IMM guarantees the data WRs before it have landed. */
+	if (ar == 1 || (ar == -2 && sc->base.dev[0].dev->link_layer == IBV_LINK_LAYER_INFINIBAND))
+		sc->ar_threshold = (uint64_t)nv_param_int(NV_PARAM_IB_AR_THRESHOLD);
+	else
+		sc->ar_threshold = UINT64_MAX;
+
+	for (i = 0; i < NV_FIFO_SLOTS; i++)
+		sc->slots[i].seq = UINT64_MAX;
+	sc->base.last_alive_ns = nv_now_ns();
+	nv_sock_keepalive(sc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
+}
+
+void nv_recv_comm_ready(struct nv_recv_comm *rc)
+{
+	rc->base.last_alive_ns = nv_now_ns();
+	nv_sock_keepalive(rc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
+}
+
+static nv_status_t nv_comm_close(void *comm, int type, const char *fn)
+{
+	struct nv_comm *c = comm;
+	nv_status_t st;
+
+	if (!c)
+		return NV_OK;
+	if (c->type != type) {
+		NV_WARN("%s: %p is not the right kind of comm", fn, comm);
+		return NV_ERR_INTERNAL;
+	}
+	st = nv_comm_destroy(c); /* requests still outstanding die with the QPs */
+	c->type = 0;
+	free(c);
+	return st;
+}
+
+nv_status_t nv_net_close_send(void *send_comm)
+{
+	return nv_comm_close(send_comm, NV_COMM_SEND, "closeSend");
+}
+
+nv_status_t nv_net_close_recv(void *recv_comm)
+{
+	return nv_comm_close(recv_comm, NV_COMM_RECV, "closeRecv");
 }

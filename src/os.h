@@ -1,0 +1,18 @@
+/*
+ * os.h - operating-system services of the base layer (os.c): the monotonic
+ * clock and the RLIMIT_MEMLOCK limit. No verbs, no plugin state.
+ */
+#ifndef NV_OS_H
+#define NV_OS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t nv_now_ns(void);
+/* "unlimited", "N bytes" or "unknown (...)" into buf; returns buf. */
+char *nv_memlock_str(char *buf, size_t len);
+bool nv_memlock_unlimited(void);
+
+#endif /* NV_OS_H */
