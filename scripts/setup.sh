@@ -7,9 +7,11 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NV_BUILD_DIR=${NV_BUILD_DIR:-$top/build}
 
 # Packages: build tools, rdma-core (headers, library, ibv_* programs),
-# perftest (raw-fabric yardstick), valgrind and clang (leak checks, fuzzing).
+# perftest (raw-fabric yardstick), valgrind and clang (leak checks, fuzzing),
+# librdmacm/rdmacm-utils, UCX and pyverbs (simverbs under third-party software).
 pkgs="autoconf automake libtool pkg-config make gcc libibverbs-dev ibverbs-utils
-      perftest valgrind clang libclang-rt-14-dev"
+      perftest valgrind clang libclang-rt-14-dev librdmacm-dev rdmacm-utils ucx-utils
+      python3-pyverbs"
 missing=()
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

@@ -18,9 +18,6 @@ struct sv_async_msg {
 	uint32_t obj;
 };
 
-/* Defined in rdma-core's driver.h (not installed). */
-enum sv_gid_type_sysfs { SV_GID_TYPE_SYSFS_IB_ROCE_V1, SV_GID_TYPE_SYSFS_ROCE_V2 };
-
 struct sv_context *sv_ctx(struct ibv_context *ibctx)
 {
 	return (struct sv_context *)((char *)ibctx - offsetof(struct sv_context, vctx.context));
@@ -395,16 +392,16 @@ ssize_t _ibv_query_gid_table(struct ibv_context *ibctx, struct ibv_gid_entry *en
 }
 
 SV_EXPORT int ibv_query_gid_type(struct ibv_context *ibctx, uint8_t port, unsigned int index,
-				 enum sv_gid_type_sysfs *type);
+				 enum ibv_gid_type_sysfs *type);
 int ibv_query_gid_type(struct ibv_context *ibctx, uint8_t port, unsigned int index,
-		       enum sv_gid_type_sysfs *type)
+		       enum ibv_gid_type_sysfs *type)
 {
 	const struct sv_gid *g = sv_get_gid(ibctx, port, index);
 
 	if (!g || !g->valid)
 		return -1;
-	*type = g->type == IBV_GID_TYPE_ROCE_V2 ? SV_GID_TYPE_SYSFS_ROCE_V2
-						: SV_GID_TYPE_SYSFS_IB_ROCE_V1;
+	*type = g->type == IBV_GID_TYPE_ROCE_V2 ? IBV_GID_TYPE_SYSFS_ROCE_V2
+						: IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
 	return 0;
 }
 

@@ -180,8 +180,8 @@ int ibv_dofork_range(void *base, size_t size)
 	return 0;
 }
 
-SV_EXPORT void ibv_register_driver(const char *name, void *init_func);
-void ibv_register_driver(const char *name, void *init_func)
+SV_EXPORT void ibv_register_driver(const char *name, ibv_driver_init_func_1_1 init_func);
+void ibv_register_driver(const char *name, ibv_driver_init_func_1_1 init_func)
 {
 	(void)name; (void)init_func;
 }
@@ -341,27 +341,64 @@ void ibv_unimport_dm(struct ibv_dm *dm)
 	(void)dm;
 }
 
-/* Kernel-ABI copy helpers librdmacm links against; nothing to convert here. */
-SV_EXPORT void ibv_copy_qp_attr_from_kern(void *dst, void *src);
-void ibv_copy_qp_attr_from_kern(void *dst, void *src)
+/* Kernel-ABI copy helpers (librdmacm converts the kernel's replies with
+ * them): field-by-field conversions between the uverbs structures and the
+ * verbs ones, as rdma-core's marshall.c defines them. */
+#define SV_CP(f) (dst->f = src->f)
+
+SV_EXPORT void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst, struct ib_uverbs_ah_attr *src);
+void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst, struct ib_uverbs_ah_attr *src)
 {
-	(void)dst; (void)src;
+	memcpy(dst->grh.dgid.raw, src->grh.dgid, sizeof(dst->grh.dgid.raw));
+	SV_CP(grh.flow_label); SV_CP(grh.sgid_index); SV_CP(grh.hop_limit);
+	SV_CP(grh.traffic_class); SV_CP(dlid); SV_CP(sl); SV_CP(src_path_bits);
+	SV_CP(static_rate); SV_CP(is_global); SV_CP(port_num);
 }
 
-SV_EXPORT void ibv_copy_ah_attr_from_kern(void *dst, void *src);
-void ibv_copy_ah_attr_from_kern(void *dst, void *src)
+SV_EXPORT void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst, struct ib_uverbs_qp_attr *src);
+void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst, struct ib_uverbs_qp_attr *src)
 {
-	(void)dst; (void)src;
+	dst->cur_qp_state = (enum ibv_qp_state)src->cur_qp_state;
+	dst->path_mtu = (enum ibv_mtu)src->path_mtu;
+	dst->path_mig_state = (enum ibv_mig_state)src->path_mig_state;
+	SV_CP(qkey); SV_CP(rq_psn); SV_CP(sq_psn); SV_CP(dest_qp_num);
+	SV_CP(qp_access_flags);
+	dst->cap.max_send_wr = src->max_send_wr;
+	dst->cap.max_recv_wr = src->max_recv_wr;
+	dst->cap.max_send_sge = src->max_send_sge;
+	dst->cap.max_recv_sge = src->max_recv_sge;
+	dst->cap.max_inline_data = src->max_inline_data;
+	ibv_copy_ah_attr_from_kern(&dst->ah_attr, &src->ah_attr);
+	ibv_copy_ah_attr_from_kern(&dst->alt_ah_attr, &src->alt_ah_attr);
+	SV_CP(pkey_index); SV_CP(alt_pkey_index); SV_CP(en_sqd_async_notify);
+	SV_CP(sq_draining); SV_CP(max_rd_atomic); SV_CP(max_dest_rd_atomic);
+	SV_CP(min_rnr_timer); SV_CP(port_num); SV_CP(timeout); SV_CP(retry_cnt);
+	SV_CP(rnr_retry); SV_CP(alt_port_num); SV_CP(alt_timeout);
 }
 
-SV_EXPORT void ibv_copy_path_rec_from_kern(void *dst, void *src);
-void ibv_copy_path_rec_from_kern(void *dst, void *src)
+/* The path-record fields both structures share, in either direction. */
+#define SV_CP_PATH_REC() do { \
+	SV_CP(dlid); SV_CP(slid); SV_CP(raw_traffic); SV_CP(flow_label); \
+	SV_CP(hop_limit); SV_CP(traffic_class); SV_CP(reversible); SV_CP(numb_path); \
+	SV_CP(pkey); SV_CP(sl); SV_CP(mtu_selector); SV_CP(mtu); SV_CP(rate_selector); \
+	SV_CP(rate); SV_CP(packet_life_time); SV_CP(preference); \
+	SV_CP(packet_life_time_selector); \
+} while (0)
+
+SV_EXPORT void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
+					   struct ib_user_path_rec *src);
+void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst, struct ib_user_path_rec *src)
 {
-	(void)dst; (void)src;
+	memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid.raw));
+	memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid.raw));
+	SV_CP_PATH_REC();
 }
 
-SV_EXPORT void ibv_copy_path_rec_to_kern(void *dst, void *src);
-void ibv_copy_path_rec_to_kern(void *dst, void *src)
+SV_EXPORT void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
+					 struct ibv_sa_path_rec *src);
+void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst, struct ibv_sa_path_rec *src)
 {
-	(void)dst; (void)src;
+	memcpy(dst->dgid, src->dgid.raw, sizeof(dst->dgid));
+	memcpy(dst->sgid, src->sgid.raw, sizeof(dst->sgid));
+	SV_CP_PATH_REC();
 }

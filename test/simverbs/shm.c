@@ -308,6 +308,16 @@ static void sv_names(void)
 	mkdir(sv_g.dir, 0700);
 }
 
+/* Names the fabric and its directory (sv_g.dir) without attaching;
+ * idempotent, so ibv_get_sysfs_path() can answer before any other verb. */
+void sv_name_fabric(void)
+{
+	pthread_mutex_lock(&sv_g.lock);
+	if (!sv_g.dir[0])
+		sv_names();
+	pthread_mutex_unlock(&sv_g.lock);
+}
+
 /* Removes one fabric's segments and directory ("/dev/shm/sv.<name>*"). */
 static void sv_gc_remove(const char *name)
 {

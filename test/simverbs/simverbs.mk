@@ -32,6 +32,22 @@ test_simverbs_libibverbs_la_LIBADD = -lpthread -lrt
 EXTRA_test_simverbs_libibverbs_la_DEPENDENCIES = $(srcdir)/test/simverbs/simverbs.map
 EXTRA_DIST += test/simverbs/simverbs.map test/simverbs/README.md
 
+# ---- prototype check: every function simverbs.map exports, taken into a
+# pointer of rdma-core's declared type (see gen-protocheck.sh).  Built by `make`
+# with -Werror whatever --disable-picky says; not linked anywhere.
+noinst_LTLIBRARIES += test/simverbs/libsvprotocheck.la
+nodist_test_simverbs_libsvprotocheck_la_SOURCES = test/simverbs/sv_protocheck.c
+test_simverbs_libsvprotocheck_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/test/simverbs
+test_simverbs_libsvprotocheck_la_CFLAGS = $(AM_CFLAGS) -Werror
+test/simverbs/sv_protocheck.c: $(srcdir)/test/simverbs/simverbs.map \
+		$(srcdir)/test/simverbs/gen-protocheck.sh
+	$(AM_V_GEN)$(MKDIR_P) test/simverbs && \
+	$(SHELL) $(srcdir)/test/simverbs/gen-protocheck.sh $(srcdir)/test/simverbs/simverbs.map > $@.tmp && \
+	mv $@.tmp $@
+CLEANFILES += test/simverbs/sv_protocheck.c
+EXTRA_DIST += test/simverbs/gen-protocheck.sh test/simverbs/rdma_private.h
+noinst_HEADERS += test/simverbs/rdma_private.h
+
 # ---- tests (programs linked against the system libibverbs for its symbol
 # versions; at run time LD_LIBRARY_PATH from AM_TESTS_ENVIRONMENT makes them
 # load simverbs, which they verify through dlsym("simverbs_control")).

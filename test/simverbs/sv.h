@@ -28,6 +28,7 @@
 #include <sys/types.h>
 
 #include "fabric_param.h"
+#include "rdma_private.h"
 
 /* Memory that a peer writes through process_vm_writev (an RDMA WRITE into a
  * remotely writable MR, a SEND into a posted receive) is invisible to
@@ -431,6 +432,7 @@ int sv_gid_lookup(const struct sv_port *port, const union ibv_gid *gid);
 
 /* sysfs.c */
 int sv_sysfs_create(void);
+void sv_name_fabric(void);
 void sv_rm_tree(const char *dir);
 
 /* shm.c */

@@ -278,13 +278,24 @@ void sv_rm_tree(const char *dir)
 }
 
 
-SV_EXPORT int ibv_get_sysfs_path(char *buf, size_t size);
-int ibv_get_sysfs_path(char *buf, size_t size)
+static char sv_sysfs_root[sizeof(sv_g.dir) + 8];
+
+static void sv_sysfs_root_init(void)
 {
-	if (!sv_g.dir[0])
-		return -1;
-	snprintf(buf, size, "%s/sys", sv_g.dir);
-	return 0;
+	sv_name_fabric();
+	snprintf(sv_sysfs_root, sizeof(sv_sysfs_root), "%s/sys", sv_g.dir);
+}
+
+/* rdma-core's contract: the sysfs root ("/sys" on a real host), never NULL,
+ * valid for the life of the process; callers append "class/...".  Here it is
+ * the fake tree's root, known as soon as the fabric is named (no attach). */
+SV_EXPORT const char *ibv_get_sysfs_path(void);
+const char *ibv_get_sysfs_path(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, sv_sysfs_root_init);
+	return sv_sysfs_root;
 }
 
 SV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);

@@ -1,0 +1,16 @@
+# test/simverbs/thirdparty.mk - simverbs under software nobody here wrote (issue 14):
+# librdmacm and Debian's rdma_cm programs, UCX, rdma-core's own pyverbs suite
+# (test/simverbs/rdma-core-tests.sh, run by hand; see test/simverbs/README.md).
+
+# ---- librdmacm: a program calling rdma_get_devices/rdma_create_event_channel
+if HAVE_RDMACM
+check_PROGRAMS += test/simverbs/tests/sv_rdmacm
+test_simverbs_tests_sv_rdmacm_LDADD = -lrdmacm $(IBVERBS_LIBS) -ldl
+TESTS += test/simverbs/tests/sv_rdmacm
+endif
+EXTRA_DIST += test/simverbs/tests/sv_rdmacm.c
+
+# ---- Debian programs (skip 77 when rdmacm-utils / ucx-utils are missing)
+SV_THIRDPARTY_CHECKS = test/simverbs/checks/rdmacm-utils.sh
+EXTRA_DIST += $(SV_THIRDPARTY_CHECKS)
+TESTS += $(SV_THIRDPARTY_CHECKS)
