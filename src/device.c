@@ -386,6 +386,36 @@ static void nv_devs_drop_gidless(void)
 	nv_ndev = kept;
 }
 
+/*
+ * After sorting (so every rank numbers them alike): index the distinct planes
+ * in order of first appearance, index 0 standing for "no plane" (-1), as NCCL
+ * does; at most NV_PLANE_MAX_INDEX - 1 distinct planes fit the int16_t mask.
+ */
+static nv_status_t nv_planes_index(void)
+{
+	int16_t planes[NV_PLANE_MAX_INDEX] = { -1 };
+	int n = 1;
+
+	for (int i = 0; i < nv_ndev; i++) {
+		struct nv_dev *d = nv_devs[i];
+		int k = 0;
+
+		while (k < n && planes[k] != d->plane)
+			k++;
+		if (k == n) {
+			if (n == NV_PLANE_MAX_INDEX - 1) {
+				NV_WARN("NCCL_IB_HCA names more than %d distinct planes (%s:%d has "
+					"plane %d); a fused NIC's planeId holds one bit per plane",
+					NV_PLANE_MAX_INDEX - 2, d->hca->name, d->port, d->plane);
+				return NV_ERR_USAGE;
+			}
+			planes[n++] = d->plane;
+		}
+		d->plane_idx = (int16_t)k;
+	}
+	return NV_OK;
+}
+
 static nv_status_t nv_devs_finish(void)
 {
 	nv_devs_drop_gidless();
@@ -394,6 +424,8 @@ static nv_status_t nv_devs_finish(void)
 		return NV_ERR_USAGE;
 	}
 	qsort(nv_devs, (size_t)nv_ndev, sizeof(nv_devs[0]), nv_dev_cmp);
+	if (nv_planes_index() != NV_OK)
+		return NV_ERR_USAGE;
 	for (int i = 0; i < nv_ndev; i++) {
 		struct nv_dev *d = nv_devs[i];
 		int ports = 0;
@@ -549,27 +581,17 @@ void nv_hca_pd_put(struct nv_hca *hca)
 
 /* ---- properties and virtual NICs ------------------------------------------ */
 
-/* Plane of a vNIC as NCCL's built-in IB reports it: the member's plane for one
- * device; for several, bit 14 ("virtual") | 1 << index of each distinct plane
- * (index 0 stands for -1). */
+/* Plane of a vNIC as NCCL's built-in IB (2.30) reports it: the member's plane
+ * for one device; for several, bit 14 ("virtual") | 1 << plane_idx of each
+ * member, the indexes being assigned once over all devices (nv_planes_index). */
 static int16_t nv_vdev_plane(const struct nv_vdev *v)
 {
-	int16_t seen[NV_MAX_DEVS_PER_VDEV + 1];
-	int nseen = 1, mask = 0x4000;
+	int mask = NV_PLANE_VIRT_BIT;
 
 	if (v->ndevs == 1)
 		return nv_devs[v->devs[0]]->plane;
-	seen[0] = -1;
-	for (int i = 0; i < v->ndevs; i++) {
-		int16_t p = nv_devs[v->devs[i]]->plane;
-		int k = 0;
-
-		while (k < nseen && seen[k] != p)
-			k++;
-		if (k == nseen)
-			seen[nseen++] = p;
-		mask |= 1 << k;
-	}
+	for (int i = 0; i < v->ndevs; i++)
+		mask |= 1 << nv_devs[v->devs[i]]->plane_idx;
 	return (int16_t)mask;
 }
 

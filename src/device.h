@@ -34,6 +34,8 @@
 #define NV_MAX_DEVS 32           /* kept ports (NCCL's MAX_IB_DEVS) */
 #define NV_MAX_VDEVS 256         /* physical + merged */
 #define NV_MAX_DEVS_PER_VDEV NCCL_NET_MAX_DEVS_PER_NIC_V12 /* 8 */
+#define NV_PLANE_MAX_INDEX 14    /* NCCL's: plane indexes 0..12 (0 = no plane) */
+#define NV_PLANE_VIRT_BIT (1 << NV_PLANE_MAX_INDEX) /* planeId of a fused NIC */
 #define NV_MAX_RECVS 8           /* maxRecvs reported to NCCL */
 #define NV_NAME_MAX 64
 #define NV_WHY_MAX 256
@@ -105,6 +107,7 @@ struct nv_dev {
 	int gid_tbl_len;
 	uint64_t guid;                   /* sys_image_guid (ASIC identity) */
 	int16_t rail, plane;             /* from NCCL_IB_HCA, -1 if not given */
+	int16_t plane_idx;               /* index of `plane` among all devices' planes (0: -1) */
 	int nccl_port;                   /* props.port: port + functions sharing the PCI node */
 
 	pthread_mutex_t gid_lock;        /* guards gid */

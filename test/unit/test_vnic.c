@@ -1,10 +1,11 @@
 /*
  * test_vnic - NIC fusion through makeVDevice, end to end over simverbs with
- * three devices (simib0, simib1: InfiniBand; simroce0: RoCE): merged
+ * four devices (simib0, simib1, simib2: InfiniBand; simroce0: RoCE): merged
  * properties (name, speed, vProps, plane mask), data through a merged vNIC
  * with one and with several QPs split over both NICs (content checked), the
  * refusals (mixed link layers, too many devices for the ABI version,
- * duplicates, NCCL_IB_MERGE_NICS=0). Each scenario runs in its own process.
+ * duplicates, NCCL_IB_MERGE_NICS=0), planeIds of NICs fused over different
+ * plane sets. Each scenario runs in its own process.
  */
 #include "config.h"
 
@@ -172,6 +173,36 @@ static void sc_refuse(void)
 	CHECK(n->finalize(ctx) == ncclSuccess);
 }
 
+/* NCCL 2.30's planeId of fused NICs: plane indexes assigned once over all
+ * devices (0 = no plane), not per fused NIC, so NICs fused over planes {0,2}
+ * and {2,3} differ (both read 0x4006 when numbered per NIC). */
+static void sc_planes(void)
+{
+	ncclNet_v12_t *n;
+	ncclNetVDeviceProps_v12_t a = { 2, { 0 } }, b = { 2, { 0 } };
+	ncclNetProperties_v12_t pa, pb, p1;
+	void *ctx = NULL;
+	int va = -1, vb = -1;
+
+	setenv("NCCL_IB_HCA", "simib0:1:0:0,simib1:1:0:2,simib2:1:0:3,simroce0", 1);
+	n = load();
+	CHECK(n && n->init(&ctx, 1, NULL, NULL, NULL) == ncclSuccess);
+	if (!ctx)
+		return;
+	a.devs[0] = find(n, "simib0");
+	a.devs[1] = b.devs[0] = find(n, "simib1");
+	b.devs[1] = find(n, "simib2");
+	CHECK(a.devs[0] >= 0 && a.devs[1] >= 0 && b.devs[1] >= 0);
+	CHECK(n->makeVDevice(&va, &a) == ncclSuccess && n->makeVDevice(&vb, &b) == ncclSuccess);
+	CHECK(n->getProperties(va, &pa) == ncclSuccess && n->getProperties(vb, &pb) == ncclSuccess);
+	CHECK(n->getProperties(a.devs[1], &p1) == ncclSuccess && p1.planeId == 2);
+	/* planes -1, 0, 2, 3 have indexes 0, 1, 2, 3 */
+	CHECK(pa.planeId == (0x4000 | 1 << 1 | 1 << 2));
+	CHECK(pb.planeId == (0x4000 | 1 << 2 | 1 << 3));
+	CHECK(pa.railId == 0 && pb.railId == 0);
+	CHECK(n->finalize(ctx) == ncclSuccess);
+}
+
 static void sc_merge_disabled(void)
 {
 	ncclNet_v12_t *n;
@@ -198,10 +229,11 @@ int main(void)
 		return 77;
 	}
 	/* Before any verbs call: every process of this fabric sees these devices. */
-	setenv("SIMVERBS_DEVICES", "simib0:ll=ib;simib1:ll=ib;simroce0:ll=eth", 1);
+	setenv("SIMVERBS_DEVICES", "simib0:ll=ib;simib1:ll=ib;simib2:ll=ib;simroce0:ll=eth", 1);
 	run("merge", sc_merge);
 	run("merge split", sc_merge_split);
 	run("refuse", sc_refuse);
 	run("merge disabled", sc_merge_disabled);
+	run("planes", sc_planes);
 	return nvt_exit("test_vnic");
 }
