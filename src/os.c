@@ -5,10 +5,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "os.h"
 
@@ -33,9 +36,23 @@ char *nv_memlock_str(char *buf, size_t len)
 	return buf;
 }
 
-bool nv_memlock_unlimited(void)
+/* CAP_IPC_LOCK in the effective set: the kernel's pinning then ignores the limit. */
+static bool nv_cap_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d) != 0)
+		return false;
+	return (d[CAP_IPC_LOCK / 32].effective >> (CAP_IPC_LOCK % 32)) & 1;
+}
+
+bool nv_memlock_applies(void)
 {
 	struct rlimit rl;
 
-	return getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY;
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY)
+		return false;
+	return !nv_cap_ipc_lock();
 }

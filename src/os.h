@@ -13,6 +13,8 @@
 uint64_t nv_now_ns(void);
 /* "unlimited", "N bytes" or "unknown (...)" into buf; returns buf. */
 char *nv_memlock_str(char *buf, size_t len);
-bool nv_memlock_unlimited(void);
+/* True when the kernel applies RLIMIT_MEMLOCK to this process's pinning: the
+ * limit is finite and the process lacks CAP_IPC_LOCK. */
+bool nv_memlock_applies(void);
 
 #endif /* NV_OS_H */

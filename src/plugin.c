@@ -52,17 +52,19 @@ static ncclResult_t nv_to_nccl(nv_status_t st)
 	return ncclInternalError;
 }
 
+/* Once per process (caller holds nv_init_lock), and only when the limit
+ * applies: with CAP_IPC_LOCK (root, usually) the kernel ignores it. */
 static void nv_memlock_check(void)
 {
 	static bool warned;
 	char lim[48];
 
-	if (warned || nv_memlock_unlimited())
+	if (warned || !nv_memlock_applies())
 		return;
 	warned = true;
-	NV_WARN("RLIMIT_MEMLOCK is %s, not unlimited: large registrations may fail with ENOMEM "
-		"(ulimit -l unlimited, or docker --ulimit memlock=-1)",
-		nv_memlock_str(lim, sizeof(lim)));
+	NV_WARN("RLIMIT_MEMLOCK is %s, not unlimited, and the process lacks CAP_IPC_LOCK: "
+		"large registrations may fail with ENOMEM (ulimit -l unlimited, or docker "
+		"--ulimit memlock=-1)", nv_memlock_str(lim, sizeof(lim)));
 }
 
 /* First reference: read the knobs, discover devices. Caller holds nv_init_lock. */

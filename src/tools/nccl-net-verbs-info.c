@@ -190,7 +190,8 @@ int main(int argc, char **argv)
 	if (knobs_only)
 		return 0;
 	printf("\nRLIMIT_MEMLOCK: %s%s\n", nv_memlock_str(lim, sizeof(lim)),
-	       nv_memlock_unlimited() ? "" : "  (not unlimited: large registrations may fail)");
+	       nv_memlock_applies() ? "  (applies, no CAP_IPC_LOCK: large registrations may fail)"
+				    : "  (does not apply: unlimited, or CAP_IPC_LOCK)");
 	if (nv_param_int(NV_PARAM_IB_DISABLE)) {
 		printf("\nNCCL_IB_DISABLE=1: the plugin would not start.\n");
 		return 0;

@@ -1,18 +1,21 @@
 /*
  * fault_memlock - memory registration running out of lockable memory.
- *   - init warns, naming the limit, when RLIMIT_MEMLOCK is not unlimited,
- *     and stays quiet when it is (where the test may raise it);
+ *   - init warns, naming the limit, once per process, when RLIMIT_MEMLOCK
+ *     applies (finite, no CAP_IPC_LOCK), and stays quiet when it is
+ *     unlimited or CAP_IPC_LOCK exempts the process (root);
  *   - a registration failing with ENOMEM names the size it tried and the
  *     RLIMIT_MEMLOCK value, and the comm stays usable afterwards.
  * simverbs fails reg_mr with ENOMEM like the kernel when the pinned bytes
- * would exceed RLIMIT_MEMLOCK (opt-in: SIMVERBS_MEMLOCK=1): with a 1 MiB
- * limit the first 4 MiB registration must fail.
+ * would exceed RLIMIT_MEMLOCK without CAP_IPC_LOCK (dropped here): with a
+ * 1 MiB limit the first 4 MiB registration must fail.
  * Each case runs in a child process (limits and knobs are per process).
  */
 #include "config.h"
 
+#include <linux/capability.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,16 +37,68 @@ static int set_memlock(rlim_t v)
 	return setrlimit(RLIMIT_MEMLOCK, &rl);
 }
 
+/* Drops CAP_IPC_LOCK from the effective set so RLIMIT_MEMLOCK applies to us;
+ * returns whether we had it. */
+static int drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	int had;
+
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	had = (d[0].effective >> CAP_IPC_LOCK) & 1;
+	d[0].effective &= ~(1u << CAP_IPC_LOCK);
+	return syscall(SYS_capset, &h, d) ? -1 : had;
+}
+
+static int has_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	memset(d, 0, sizeof(d));
+	return !syscall(SYS_capget, &h, d) && ((d[0].effective >> CAP_IPC_LOCK) & 1);
+}
+
+/* The limit applies (no CAP_IPC_LOCK): warned, once per process, over two
+ * init/finalize cycles. */
 static int case_warns(void)
 {
 	struct fh f;
 	char want[64];
 
 	FH_CHECK(set_memlock(LIMIT) == 0, "setrlimit");
+	FH_CHECK(drop_ipc_lock() >= 0, "capset");
 	FH_OK(fh_open_raw(&f));
 	snprintf(want, sizeof(want), "RLIMIT_MEMLOCK is %u bytes", LIMIT);
-	FH_CHECK(fh_warn_find(0, want, "unlimited", NULL) >= 0, "init did not warn '%s'", want);
+	FH_CHECK(fh_warn_find(0, want, "unlimited", "CAP_IPC_LOCK", NULL) >= 0,
+		 "init did not warn '%s'", want);
 	fh_log("init warns: %s", fh_warn_get(fh_warn_find(0, want, NULL)));
+	fh_close(&f);
+	FH_OK(fh_open_raw(&f));
+	fh_close(&f);
+	FH_CHECK(fh_warn_count_with("RLIMIT_MEMLOCK") == 1,
+		 "%d RLIMIT_MEMLOCK warnings over two inits, want one per process",
+		 fh_warn_count_with("RLIMIT_MEMLOCK"));
+	return 0;
+}
+
+/* A finite limit with CAP_IPC_LOCK (root): the kernel ignores it, no warning. */
+static int case_quiet_cap(void)
+{
+	struct fh f;
+
+	if (!has_ipc_lock()) {
+		fh_log("no CAP_IPC_LOCK here (not root)");
+		return 77;
+	}
+	FH_CHECK(set_memlock(LIMIT) == 0, "setrlimit");
+	FH_OK(fh_open_raw(&f));
+	FH_CHECK(fh_warn_find(0, "RLIMIT_MEMLOCK", NULL) < 0,
+		 "init warned although CAP_IPC_LOCK exempts us from the limit");
+	fh_log("CAP_IPC_LOCK: no warning");
 	fh_close(&f);
 	return 0;
 }
@@ -56,6 +111,7 @@ static int case_quiet(void)
 		fh_log("cannot raise RLIMIT_MEMLOCK to unlimited here (not privileged)");
 		return 77;
 	}
+	FH_CHECK(drop_ipc_lock() >= 0, "capset");
 	FH_OK(fh_open_raw(&f));
 	FH_CHECK(fh_warn_find(0, "RLIMIT_MEMLOCK", NULL) < 0, "init warned with an unlimited limit");
 	fh_log("unlimited: no warning");
@@ -73,6 +129,7 @@ static int case_enomem(void)
 	int i, n, got = 0, w0, wi;
 
 	FH_CHECK(set_memlock(LIMIT) == 0, "setrlimit");
+	FH_CHECK(drop_ipc_lock() >= 0, "capset"); /* the limit applies, as to a user */
 	if (fh_open(&f))
 		return 77;
 	fh_pair(&f, 0, &s, &r, 20);
@@ -87,7 +144,7 @@ static int case_enomem(void)
 		res = f.net->regMr(s, bufs[n], BIG, NCCL_PTR_HOST, &mh[n]);
 	}
 	FH_CHECK(n == 1, "%d registrations of %u bytes over a %u-byte RLIMIT_MEMLOCK before one "
-		 "failed (simverbs without SIMVERBS_MEMLOCK support?)", n - (res != ncclSuccess), BIG,
+		 "failed (simverbs not applying RLIMIT_MEMLOCK?)", n - (res != ncclSuccess), BIG,
 		 LIMIT);
 	FH_CHECK(mh[n - 1] == NULL, "failed regMr returned a handle");
 	snprintf(want_size, sizeof(want_size), "%u", BIG);
@@ -122,6 +179,7 @@ int main(void)
 	} cases[] = {
 		{ "init warns when memlock is limited", case_warns },
 		{ "init quiet when memlock is unlimited", case_quiet },
+		{ "init quiet with CAP_IPC_LOCK", case_quiet_cap },
 		{ "ENOMEM from registration", case_enomem },
 	};
 	const char *fab = getenv("SIMVERBS_FABRIC");
@@ -140,7 +198,6 @@ int main(void)
 			/* a fabric per case: its knobs must not touch other runs */
 			snprintf(name, sizeof(name), "%s-m%zu", fab ? fab : "nvfault", i);
 			setenv("SIMVERBS_FABRIC", name, 1);
-			setenv("SIMVERBS_MEMLOCK", "1", 1);
 			_exit(cases[i].fn());
 		}
 		st = fh_waitpid(pid, 60);

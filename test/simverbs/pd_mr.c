@@ -5,10 +5,13 @@
  * lkey == rkey.
  */
 #include <errno.h>
+#include <linux/capability.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "sv.h"
@@ -52,23 +55,60 @@ int ibv_dealloc_pd(struct ibv_pd *ibpd)
 	return 0;
 }
 
-/* Every page of [addr, addr+len) must be mapped, as pinning requires. */
-static bool sv_range_mapped(uintptr_t addr, size_t len)
+/* One line of /proc/self/maps: [lo, hi) and whether it is readable/writable. */
+static bool sv_maps_line(const char *l, uintptr_t *lo, uintptr_t *hi, bool *r, bool *w)
+{
+	unsigned long a, b;
+	char perms[8];
+
+	if (sscanf(l, "%lx-%lx %7s", &a, &b, perms) != 3)
+		return false;
+	*lo = a;
+	*hi = b;
+	*r = perms[0] == 'r';
+	*w = perms[1] == 'w';
+	return true;
+}
+
+/*
+ * Pinning (get_user_pages) needs every page of [addr, addr+len) mapped and
+ * readable, and writable when the MR may be written (FOLL_WRITE); otherwise
+ * the kernel's ib_umem_get fails with EFAULT.  /proc/self/maps lists the
+ * mappings in address order; a gap or a mapping without the rights fails.
+ */
+static int sv_range_accessible(uintptr_t addr, size_t len, bool write)
 {
 	long pg = sysconf(_SC_PAGESIZE);
-	uintptr_t start = addr & ~((uintptr_t)pg - 1);
-	uintptr_t end = addr + len;
-	unsigned char vec[1024];
+	uintptr_t cur = addr & ~((uintptr_t)pg - 1), end = addr + len;
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "re");
+	int rc = EFAULT;
 
-	while (start < end) {
-		size_t pages = (end - start + (size_t)pg - 1) / (size_t)pg;
-		size_t chunk = pages > sizeof(vec) ? sizeof(vec) : pages;
+	if (!f)
+		return EFAULT;
+	while (cur < end && fgets(line, sizeof(line), f)) {
+		uintptr_t lo, hi;
+		bool r, w;
 
-		if (mincore((void *)start, chunk * (size_t)pg, vec))
-			return false;
-		start += chunk * (size_t)pg;
+		if (!strchr(line, '\n') && !feof(f)) { /* a long path: skip the rest */
+			int ch;
+
+			while ((ch = fgetc(f)) != EOF && ch != '\n')
+				;
+		}
+		if (!sv_maps_line(line, &lo, &hi, &r, &w) || hi <= cur)
+			continue;
+		if (lo > cur || !r || (write && !w))
+			break;
+		cur = hi;
 	}
-	return true;
+	if (cur >= end)
+		rc = 0;
+	fclose(f);
+	if (rc)
+		SV_DBG("reg_mr: %p+%zu is not mapped%s: EFAULT", (void *)addr, len,
+		       write ? " writable" : " readable");
+	return rc;
 }
 
 /* Bytes the kernel would pin for [addr, addr+len): whole pages. */
@@ -80,19 +120,32 @@ static uint64_t sv_pin_bytes(uintptr_t addr, size_t len)
 	return ((uint64_t)addr + len + pg - 1 - start) & ~(pg - 1);
 }
 
-/* SIMVERBS_MEMLOCK=1: a registration fails with ENOMEM once this process's
- * pinned bytes would exceed RLIMIT_MEMLOCK (soft limit), as ib_umem_get does.
- * Opt-in because tests register more than this host's default 8 MiB limit;
- * CAP_IPC_LOCK is not consulted (tests run as root and want the failure).
- * On success the bytes are accounted; ibv_dereg_mr gives them back. */
+/* CAP_IPC_LOCK in the effective set: the kernel then ignores RLIMIT_MEMLOCK. */
+static bool sv_cap_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d))
+		return false;
+	return (d[CAP_IPC_LOCK / 32].effective >> (CAP_IPC_LOCK % 32)) & 1;
+}
+
+/* As ib_umem_get: a registration fails with ENOMEM once this process's
+ * pinned bytes would exceed the soft RLIMIT_MEMLOCK, unless the process has
+ * CAP_IPC_LOCK (as root usually does).  SIMVERBS_MEMLOCK=0 turns the check
+ * off, =1 applies it even with CAP_IPC_LOCK (tests that want the failure as
+ * root).  On success the bytes are accounted; ibv_dereg_mr gives them back. */
 static int sv_pin(uint64_t bytes)
 {
 	const char *e = getenv("SIMVERBS_MEMLOCK");
+	bool on = e && !strcmp(e, "1") ? true : !(e && !strcmp(e, "0")) && !sv_cap_ipc_lock();
 	struct rlimit rl;
 	int rc = 0;
 
 	pthread_mutex_lock(&sv_g.lock);
-	if (e && !strcmp(e, "1") && !getrlimit(RLIMIT_MEMLOCK, &rl) &&
+	if (on && !getrlimit(RLIMIT_MEMLOCK, &rl) &&
 	    rl.rlim_cur != RLIM_INFINITY && sv_g.pinned_bytes + bytes > rl.rlim_cur) {
 		SV_DBG("reg_mr: %llu bytes pinned + %llu > RLIMIT_MEMLOCK %llu: ENOMEM",
 		       (unsigned long long)sv_g.pinned_bytes, (unsigned long long)bytes,
@@ -149,6 +202,7 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 			     unsigned int access, void *map, size_t map_len)
 {
 	struct sv_pd *pd = (struct sv_pd *)ibpd;
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	const struct sv_limits *lim;
 	struct sv_mr *mr;
 	int rc;
@@ -168,8 +222,17 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (!sv_range_mapped((uintptr_t)addr, len)) {
-		errno = EFAULT;
+	/* ib_umem_get: a range that wraps, or whose page-aligned end does, is EINVAL */
+	if ((uintptr_t)addr + len < (uintptr_t)addr ||
+	    (((uintptr_t)addr + len + pg - 1) & ~(pg - 1)) < (uintptr_t)addr + len) {
+		errno = EINVAL;
+		return NULL;
+	}
+	rc = sv_range_accessible((uintptr_t)addr, len,
+				 (access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					    IBV_ACCESS_REMOTE_ATOMIC)) != 0);
+	if (rc) {
+		errno = rc;
 		return NULL;
 	}
 	mr = calloc(1, sizeof(*mr));

@@ -5,7 +5,10 @@
  */
 #define _GNU_SOURCE
 #include <limits.h>
+#include <linux/capability.h>
 #include <poll.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -356,8 +359,25 @@ static void check_config(void)
 	printf("SIMVERBS_DEVICES, SIMVERBS_CONFIG, SIMVERBS_LIMITS: ok\n");
 }
 
-/* SIMVERBS_MEMLOCK=1: registrations beyond RLIMIT_MEMLOCK fail with ENOMEM,
- * counted in whole pages, given back by dereg; without the knob no limit. */
+/* Drops CAP_IPC_LOCK from the effective set (so RLIMIT_MEMLOCK applies);
+ * returns whether the process had it. */
+static bool drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	bool had;
+
+	memset(d, 0, sizeof(d));
+	SVT_EQ(syscall(SYS_capget, &h, d), 0);
+	had = (d[0].effective >> CAP_IPC_LOCK) & 1;
+	d[0].effective &= ~(1u << CAP_IPC_LOCK);
+	SVT_EQ(syscall(SYS_capset, &h, d), 0);
+	return had;
+}
+
+/* RLIMIT_MEMLOCK as the kernel applies it: registrations beyond the soft limit
+ * fail with ENOMEM, counted in whole pages, given back by dereg, unless the
+ * process has CAP_IPC_LOCK; SIMVERBS_MEMLOCK=0 turns it off, =1 forces it. */
 static void memlock_child(void)
 {
 	struct rlimit rl = { .rlim_cur = 1 << 20, .rlim_max = 1 << 20 };
@@ -365,12 +385,21 @@ static void memlock_child(void)
 	struct ibv_pd *pd = ibv_alloc_pd(c);
 	char *buf = aligned_alloc(4096, 4 << 20);
 	struct ibv_mr *m1, *m2, *m3;
+	bool had_cap;
 
 	SVT_CHECK(pd && buf);
 	SVT_EQ(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
 	unsetenv("SIMVERBS_MEMLOCK");
 	m1 = ibv_reg_mr(pd, buf, 4 << 20, IBV_ACCESS_LOCAL_WRITE);
-	SVT_CHECK(m1);	/* opt-in only */
+	had_cap = drop_ipc_lock();
+	SVT_CHECK(!had_cap || m1);	/* CAP_IPC_LOCK: the limit does not apply */
+	if (m1)
+		SVT_EQ(ibv_dereg_mr(m1), 0);
+	errno = 0;	/* without CAP_IPC_LOCK it applies by default */
+	SVT_CHECK(!ibv_reg_mr(pd, buf, 4 << 20, IBV_ACCESS_LOCAL_WRITE) && errno == ENOMEM);
+	setenv("SIMVERBS_MEMLOCK", "0", 1);
+	m1 = ibv_reg_mr(pd, buf, 4 << 20, IBV_ACCESS_LOCAL_WRITE);
+	SVT_CHECK(m1);	/* turned off */
 	SVT_EQ(ibv_dereg_mr(m1), 0);
 	setenv("SIMVERBS_MEMLOCK", "1", 1);
 	errno = 0;
@@ -393,6 +422,41 @@ static void memlock_child(void)
 	exit(0);
 }
 
+/* Pinning needs the pages mapped with the rights the MR implies (EFAULT
+ * otherwise), and a range that wraps is EINVAL, as ib_umem_get decides. */
+static void check_reg_access(struct svt_ep *a)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *m = mmap(NULL, 4 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	struct ibv_mr *mr;
+
+	SVT_CHECK(m != MAP_FAILED);
+	SVT_EQ(mprotect(m + pg, (size_t)pg, PROT_NONE), 0);
+	SVT_EQ(mprotect(m + 2 * pg, (size_t)pg, PROT_READ), 0);
+	SVT_EQ(munmap(m + 3 * pg, (size_t)pg), 0);
+	errno = 0;	/* PROT_NONE page inside the range */
+	SVT_CHECK(!ibv_reg_mr(a->pd, m, 2 * (size_t)pg, 0) && errno == EFAULT);
+	errno = 0;	/* only the PROT_NONE page */
+	SVT_CHECK(!ibv_reg_mr(a->pd, m + pg + 8, 8, 0) && errno == EFAULT);
+	errno = 0;	/* read-only page, writable MR */
+	SVT_CHECK(!ibv_reg_mr(a->pd, m + 2 * pg, 64, IBV_ACCESS_LOCAL_WRITE) && errno == EFAULT);
+	mr = ibv_reg_mr(a->pd, m + 2 * pg, 64, 0);	/* read-only MR on it: fine */
+	SVT_CHECK(mr);
+	SVT_EQ(ibv_dereg_mr(mr), 0);
+	errno = 0;	/* runs into the unmapped page */
+	SVT_CHECK(!ibv_reg_mr(a->pd, m + 2 * pg, 2 * (size_t)pg, 0) && errno == EFAULT);
+	mr = ibv_reg_mr(a->pd, m, 64, IBV_ACCESS_LOCAL_WRITE);
+	SVT_CHECK(mr);
+	SVT_EQ(ibv_dereg_mr(mr), 0);
+	errno = 0;	/* the end wraps (by less than a page) */
+	SVT_CHECK(!ibv_reg_mr(a->pd, m, SIZE_MAX - 100, 0) && errno == EINVAL);
+	errno = 0;
+	SVT_CHECK(!ibv_reg_mr(a->pd, (void *)(UINTPTR_MAX - 100), 50, 0) && errno == EINVAL);
+	SVT_EQ(munmap(m, 3 * (size_t)pg), 0);
+	printf("registration of inaccessible or wrapping memory: EFAULT / EINVAL: ok\n");
+}
+
 static void check_memlock(void)
 {
 	pid_t pid;
@@ -403,7 +467,7 @@ static void check_memlock(void)
 	if (!pid)
 		memlock_child();
 	SVT_EQ(svt_wait_child(pid), 0);
-	printf("SIMVERBS_MEMLOCK: ENOMEM beyond RLIMIT_MEMLOCK: ok\n");
+	printf("RLIMIT_MEMLOCK: ENOMEM beyond it without CAP_IPC_LOCK: ok\n");
 }
 
 int main(void)
@@ -416,6 +480,7 @@ int main(void)
 	svt_ep_init(&b, "simib0", 16, 16, 65536, IBV_ACCESS_LOCAL_WRITE);
 	check_state_machine(&a, &b);
 	check_objects(&a);
+	check_reg_access(&a);
 	svt_ep_fini(&a);
 	svt_ep_fini(&b);
 	check_roce_rtr();
