@@ -149,13 +149,17 @@ nv_status_t nv_mr_cache_get(struct nv_mr_cache *c, uintptr_t addr, size_t len, u
 			    const void *req, void **obj)
 {
 	uintptr_t page = (key & NV_MR_CACHE_EXACT) ? 1 : (uintptr_t)c->page;
-	uintptr_t base = addr & ~(page - 1);
-	uintptr_t end = NV_ALIGN_UP(addr + (len ? len : 1), page);
+	uintptr_t base = addr & ~(page - 1), last = addr + (len ? len : 1);
+	uintptr_t end = NV_ALIGN_UP(last, page);
 	struct nv_mr_entry *e, ne = { .key = key, .base = base, .len = end - base, .refs = 1 };
 	nv_status_t st;
 
-	if (end < addr) {
-		NV_WARN("registration %#" PRIxPTR "+%zu wraps around the address space", addr, len);
+	/* The cached entry must cover [addr, addr+len) exactly: a range that
+	 * wraps, or whose page-rounded end does, has no such entry (its rounded
+	 * length would come out short and match an unrelated registration). */
+	if ((len ? len : 1) > UINTPTR_MAX - addr || end < last) {
+		NV_WARN("registration %#" PRIxPTR "+%zu wraps around the end of the address space "
+			"(EINVAL)", addr, len);
 		return NV_ERR_INVALID;
 	}
 	pthread_mutex_lock(&c->lock);

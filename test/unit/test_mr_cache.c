@@ -2,12 +2,14 @@
  * test_mr_cache - the registration cache over fake register/deregister ops:
  * page rounding, sharing by containment, keys kept apart, refcounts,
  * overlapping registrations, removal in every position (lookups stay correct
- * afterwards), unknown/double release, exact (dma-buf) ranges, growth.
+ * afterwards), unknown/double release, exact (dma-buf) ranges, growth,
+ * ranges that wrap (EINVAL, never a cached hit).
  */
 #include "config.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nvtest.h"
 #include "mr.h"
@@ -118,6 +120,34 @@ static void test_failure(void)
 	nv_mr_cache_destroy(c);
 }
 
+/* A range that wraps, even by less than a page, or whose page-rounded end
+ * wraps, is refused with a WARN naming it, never answered with an unrelated
+ * cached registration (the rounded length used to come out 0 and match). */
+static void test_wrap(void)
+{
+	struct nv_mr_cache *c = nv_mr_cache_create(&ops, NULL, PAGE);
+	struct fake_mr *a = get(c, 0x50000, PAGE, 1);
+	void *obj = NULL;
+	int live = nlive;
+
+	CHECK(a != NULL);
+	nvt_log_clear();
+	CHECK(nv_mr_cache_get(c, 0x50000, SIZE_MAX - 100, 1, NULL, &obj) == NV_ERR_INVALID);
+	CHECK(obj == NULL && strstr(nvt_warns, "0x50000+18446744073709551515"));
+	CHECK(nv_mr_cache_get(c, 0x50010, SIZE_MAX - 0x10, 1, NULL, &obj) == NV_ERR_INVALID);
+	CHECK(nv_mr_cache_get(c, 0x50000, SIZE_MAX, 1 | NV_MR_CACHE_EXACT, NULL, &obj) ==
+	      NV_ERR_INVALID);
+	CHECK(obj == NULL);
+	/* the end itself fits, its page-rounded end wraps */
+	CHECK(nv_mr_cache_get(c, UINTPTR_MAX - 100, 50, 1, NULL, &obj) == NV_ERR_INVALID);
+	CHECK(obj == NULL && nlive == live && nv_mr_cache_entries(c) == 1);
+	/* exact ranges right up to the top of the address space still work */
+	CHECK(nv_mr_cache_get(c, UINTPTR_MAX - 100, 50, 1 | NV_MR_CACHE_EXACT, NULL, &obj) == NV_OK);
+	CHECK(nv_mr_cache_put(c, obj) == NV_OK && nv_mr_cache_put(c, a) == NV_OK);
+	nv_mr_cache_destroy(c);
+	CHECK(nlive == 0);
+}
+
 /* Model check: random overlapping registrations and releases against a
  * brute-force reference. Every hit must contain the request; a miss only
  * happens when no live entry of the key contains it. */
@@ -165,6 +195,7 @@ int main(void)
 	test_rounding_and_sharing();
 	test_exact();
 	test_failure();
+	test_wrap();
 	nfake = 0;
 	test_random_model();
 	return nvt_exit("test_mr_cache");
