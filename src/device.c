@@ -268,6 +268,30 @@ static nv_status_t nv_dev_add(struct nv_hca *h, uint8_t port, const struct ibv_p
 	return NV_OK;
 }
 
+/* NCCL_IB_PKEY is an index into the port's P_Key table: it must exist and
+ * hold a valid P_Key, or every QP on the port would fail its move to INIT. */
+static bool nv_port_pkey_ok(struct nv_hca *h, int port, const struct ibv_port_attr *pa)
+{
+	int idx = (int)nv_param_int(NV_PARAM_IB_PKEY);
+	uint16_t pkey = 0;
+
+	if (idx >= pa->pkey_tbl_len) {
+		NV_WARN("NCCL_IB_PKEY=%d: %s:%d has %d P_Key table entr%s (indexes 0..%d); port "
+			"skipped", idx, h->name, port, pa->pkey_tbl_len,
+			pa->pkey_tbl_len == 1 ? "y" : "ies", pa->pkey_tbl_len - 1);
+		return false;
+	}
+	if (nv_ibv_query_pkey(h->ctx, (uint8_t)port, idx, &pkey) != NV_OK)
+		return false; /* logged, naming the knob */
+	pkey = ntohs(pkey);
+	if ((pkey & 0x7fff) == 0) {
+		NV_WARN("NCCL_IB_PKEY=%d: entry %d of %s:%d's P_Key table is empty (0x%04x); port "
+			"skipped", idx, idx, h->name, port, pkey);
+		return false;
+	}
+	return true;
+}
+
 /* Keeps each ACTIVE IB/Ethernet port of one device that passes the filter. */
 static nv_status_t nv_scan_hca(struct ibv_device *idev, const struct nv_hca_filter *f)
 {
@@ -296,6 +320,8 @@ static nv_status_t nv_scan_hca(struct ibv_device *idev, const struct nv_hca_filt
 			NV_INFO(NV_SUB_INIT | NV_SUB_NET, "%s:%d skipped by NCCL_IB_HCA", h->name, p);
 			continue;
 		}
+		if (!nv_port_pkey_ok(h, p, &pa))
+			continue;
 		NV_CHECK_GOTO(nv_dev_add(h, (uint8_t)p, &pa, rail, plane), st, err);
 		kept++;
 	}
@@ -490,7 +516,8 @@ static nv_status_t nv_discover(void)
 	nv_status_t st;
 
 	if (nv_hca_filter_parse(nv_param_str(NV_PARAM_IB_HCA), &filter) != NV_OK) {
-		NV_WARN("NCCL_IB_HCA='%s' is malformed", nv_param_str(NV_PARAM_IB_HCA));
+		NV_WARN("NCCL_IB_HCA='%s' is malformed: %s", nv_param_str(NV_PARAM_IB_HCA),
+			filter.why);
 		return NV_ERR_USAGE;
 	}
 	nv_vdevs = calloc(NV_MAX_VDEVS, sizeof(*nv_vdevs));

@@ -37,7 +37,7 @@
 #define NV_PLANE_MAX_INDEX 14    /* NCCL's: plane indexes 0..12 (0 = no plane) */
 #define NV_PLANE_VIRT_BIT (1 << NV_PLANE_MAX_INDEX) /* planeId of a fused NIC */
 #define NV_MAX_RECVS 8           /* maxRecvs reported to NCCL */
-#define NV_NAME_MAX 64
+#define NV_NAME_MAX 64           /* select.c's NCCL_IB_HCA message says 64 */
 #define NV_WHY_MAX 256
 
 /* Where a fatal asynchronous event lands. Written by the event thread only. */
@@ -161,9 +161,10 @@ static inline bool nv_hca_failed(struct nv_hca *hca)
 
 /* NCCL_IB_HCA: [^][=]name[:port[:rail[:plane]]][,...] with NCCL's semantics:
  * prefix match unless '=', '^' excludes, empty port field = any port. */
-#define NV_HCA_FILTER_MAX 32
+#define NV_HCA_FILTER_MAX 32    /* select.c's message says 32 */
 struct nv_hca_filter {
 	bool exclude, exact;
+	const char *why;        /* static text when parsing failed: the rule broken */
 	int n;                  /* 0: no list (matches everything unless exclude) */
 	struct {
 		char name[NV_NAME_MAX];

@@ -111,8 +111,7 @@ static const char *nv_check_hca(const char *v)
 {
 	struct nv_hca_filter f;
 
-	return nv_hca_filter_parse(v, &f) == NV_OK ? NULL
-						   : "expected [^][=]name[:port[:rail[:plane]]],...";
+	return nv_hca_filter_parse(v, &f) == NV_OK ? NULL : f.why;
 }
 
 nv_status_t nv_param_parse_int(const char *s, int64_t *out)

@@ -77,7 +77,12 @@ static nv_status_t nv_global_first(void)
 		return st;
 	}
 	if (nv_param_int(NV_PARAM_IB_DISABLE)) {
-		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "NCCL_IB_DISABLE=1: plugin disabled");
+		static bool said; /* once per process: NCCL calls init per communicator */
+
+		if (!said)
+			NV_WARN("NCCL_IB_DISABLE=1: the plugin is disabled, init fails (NCCL falls "
+				"back to another transport)");
+		said = true;
 		nv_param_reset();
 		return NV_ERR_INTERNAL;
 	}

@@ -47,8 +47,14 @@ static nv_status_t nv_hca_entry_parse(const char **pp, struct nv_hca_filter *f)
 	long port = -1, rail = -1, plane = -1;
 	bool ok = true;
 
-	if (len >= NV_NAME_MAX || f->n >= NV_HCA_FILTER_MAX)
+	if (f->n >= NV_HCA_FILTER_MAX) {
+		f->why = "more than 32 entries (the limit is 32 devices)"; /* NV_HCA_FILTER_MAX */
 		return NV_ERR_USAGE;
+	}
+	if (len >= NV_NAME_MAX) {
+		f->why = "a device name of 64 or more characters (the limit is 63)"; /* NV_NAME_MAX */
+		return NV_ERR_USAGE;
+	}
 	memcpy(f->e[f->n].name, p, len);
 	f->e[f->n].name[len] = '\0';
 	p += len;
@@ -58,8 +64,11 @@ static nv_status_t nv_hca_entry_parse(const char **pp, struct nv_hca_filter *f)
 		p = nv_parse_field(p + 1, 0x3fff, &rail, &ok);
 	if (ok && *p == ':')
 		p = nv_parse_field(p + 1, 0x3fff, &plane, &ok);
-	if (!ok || (*p != ',' && *p != '\0'))
+	if (!ok || (*p != ',' && *p != '\0')) {
+		f->why = "expected [^][=]name[:port[:rail[:plane]]],... with port 0..255, rail "
+			 "and plane 0..16383";
 		return NV_ERR_USAGE;
+	}
 	f->e[f->n].port = (int)port;
 	f->e[f->n].rail = (int16_t)rail;
 	f->e[f->n].plane = (int16_t)plane;
@@ -88,7 +97,11 @@ nv_status_t nv_hca_filter_parse(const char *spec, struct nv_hca_filter *f)
 			p++;
 			continue;
 		}
-		if (*p == ':' || nv_hca_entry_parse(&p, f) != NV_OK)
+		if (*p == ':') {
+			f->why = "an entry without a device name";
+			return NV_ERR_USAGE;
+		}
+		if (nv_hca_entry_parse(&p, f) != NV_OK)
 			return NV_ERR_USAGE;
 	}
 	return NV_OK;

@@ -91,6 +91,11 @@ static void test_bad_values(void)
 	expect_bad("NCCL_IB_ADDR_RANGE=nonsense/8", "NCCL_IB_ADDR_RANGE");
 	expect_bad("NCCL_IB_HCA=mlx5_0:x", "NCCL_IB_HCA='mlx5_0:x'");
 	expect_bad("NCCL_IB_HCA=mlx5_0:1:2:3:4", "NCCL_IB_HCA");
+	/* a limit, not the syntax: the WARN says which */
+	expect_bad("NCCL_IB_HCA=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		   "64 or more characters (the limit is 63)");
+	expect_bad("NCCL_IB_HCA=a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u,v,w,x,y,z,A,B,C,D,E,F,G",
+		   "more than 32 entries (the limit is 32 devices)");
 	expect_bad("NCCL_SOCKET_FAMILY=AF_UNIX", "NCCL_SOCKET_FAMILY");
 	expect_bad("NCCL_VERBS_CONNECT_TIMEOUT_MS=5", "NCCL_VERBS_CONNECT_TIMEOUT_MS=5");
 }

@@ -2,7 +2,8 @@
  * test_plugin - the built libnccl-net-verbs.so as NCCL sees it, over simverbs:
  * exported tables v6..v12 (and nothing else), their mandatory members, init
  * in both forms, repeated init/finalize and reload, getProperties through every
- * version's layout, NCCL_IB_DISABLE, a bad knob, an empty NCCL_IB_HCA match,
+ * version's layout, NCCL_IB_DISABLE (one WARN), a bad knob, NCCL_IB_PKEY beyond
+ * the port's P_Key table, an empty NCCL_IB_HCA match,
  * makeVDevice. Each scenario runs in a child process (fresh plugin state).
  */
 #include "config.h"
@@ -252,9 +253,17 @@ static void sc_disabled(void)
 	ncclNet_v6_t *v6 = h ? dlsym(h, "ncclNetPlugin_v6") : NULL;
 
 	setenv("NCCL_IB_DISABLE", "1", 1);
+	nvt_log_clear();
 	CHECK(n && n->init(&ctx, 1, NULL, logger, NULL) == ncclInternalError && ctx == NULL);
 	CHECK(n && n->finalize(ctx) == ncclSuccess);
 	CHECK(v6 && v6->init(logger) == ncclInternalError);
+	/* the WARN says why, once per process however often NCCL calls init */
+	{
+		const char *w = strstr(nvt_warns, "NCCL_IB_DISABLE=1: the plugin is disabled");
+
+		CHECK(w != NULL);
+		CHECK(w && !strstr(w + 1, "NCCL_IB_DISABLE=1"));
+	}
 	unsetenv("NCCL_IB_DISABLE");
 	CHECK(n && n->init(&ctx, 1, NULL, logger, NULL) == ncclSuccess && ctx); /* re-read */
 	CHECK(n && n->finalize(ctx) == ncclSuccess);
@@ -274,6 +283,14 @@ static void sc_bad_config(void)
 	nvt_log_clear();
 	CHECK(n && n->init(&ctx, 1, NULL, logger, NULL) == ncclSystemError && ctx == NULL);
 	CHECK(strstr(nvt_warns, "nosuchhca") != NULL);
+	/* a P_Key index beyond every port's table (simverbs: 1 entry) is refused at
+	 * init, naming knob, value and device, not at the first connect */
+	setenv("NCCL_IB_HCA", "=simib0", 1);
+	setenv("NCCL_IB_PKEY", "1", 1);
+	nvt_log_clear();
+	CHECK(n && n->init(&ctx, 1, NULL, logger, NULL) != ncclSuccess && ctx == NULL);
+	CHECK(strstr(nvt_warns, "NCCL_IB_PKEY=1: simib0:1 has 1 P_Key table entry") != NULL);
+	unsetenv("NCCL_IB_PKEY");
 	setenv("NCCL_IB_HCA", "=simroce0", 1);
 	CHECK(n && n->init(&ctx, 1, NULL, logger, NULL) == ncclSuccess);
 	if (n && ctx) {

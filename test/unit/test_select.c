@@ -64,6 +64,23 @@ static void test_hca_filter(void)
 	CHECK(nv_hca_filter_parse("mlx5_0:256", &f) == NV_ERR_USAGE);
 	CHECK(nv_hca_filter_parse("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 				  &f) == NV_ERR_USAGE);
+	CHECK(f.why && strstr(f.why, "64 or more characters"));
+	CHECK(nv_hca_filter_parse("mlx5_0:256", &f) == NV_ERR_USAGE && f.why &&
+	      strstr(f.why, "port 0..255"));
+	{	/* 32 entries fit, 33 say which limit was hit; a 63-character name fits */
+		char spec[33 * 8 + 1] = "", name[64];
+
+		for (int i = 0; i < 33; i++)
+			snprintf(spec + strlen(spec), sizeof(spec) - strlen(spec), "%smlx5_%d",
+				 i ? "," : "", i);
+		CHECK(nv_hca_filter_parse(spec, &f) == NV_ERR_USAGE && f.why &&
+		      strstr(f.why, "more than 32 entries"));
+		*strrchr(spec, ',') = '\0';
+		CHECK(nv_hca_filter_parse(spec, &f) == NV_OK && f.n == 32);
+		memset(name, 'a', 63);
+		name[63] = '\0';
+		CHECK(nv_hca_filter_parse(name, &f) == NV_OK && f.n == 1);
+	}
 }
 
 static void test_speed(void)
