@@ -1,9 +1,9 @@
 # Plugin core (owner: P1): ABI headers, vtable, params, log, verbs seam,
 # devices, GDR, MR cache. NV_BASE_SOURCES and NV_COMM_SOURCES (src/comm.mk)
 # make up libnvcore.la, which the plugin and the unit tests link.
-NV_BASE_SOURCES = src/log.c src/os.c src/param.c src/ibv.c src/select.c src/device.c src/event.c \
+NV_BASE_SOURCES = src/log.c src/os.c src/param.c src/ibv.c src/ibv_load.c src/select.c src/device.c src/event.c \
 	src/gdr.c src/mr.c
-noinst_HEADERS += src/nv_common.h src/nv_api.h src/log.h src/os.h src/param.h src/ibv.h src/device.h \
+noinst_HEADERS += src/nv_common.h src/nv_api.h src/log.h src/os.h src/param.h src/ibv.h src/ibv_syms.h src/device.h \
 	src/event.h src/mr.h src/plugin.h \
 	include/nccl/err.h include/nccl/common.h include/nccl/net_device.h include/nccl/net.h \
 	include/nccl/net_v6.h include/nccl/net_v7.h include/nccl/net_v8.h include/nccl/net_v9.h \
@@ -11,11 +11,14 @@ noinst_HEADERS += src/nv_common.h src/nv_api.h src/log.h src/os.h src/param.h sr
 
 noinst_LTLIBRARIES += libnvcore.la
 libnvcore_la_SOURCES = $(NV_BASE_SOURCES) $(NV_COMM_SOURCES)
-libnvcore_la_LIBADD = $(IBVERBS_LIBS)
+# No link-time libibverbs: src/ibv_load.c dlopens it (NCCL_IBVERBS_LIB or
+# libibverbs.so.1) and binds its versioned symbols, so the plugin loads on any
+# rdma-core, or none. Only the headers come from $(IBVERBS_CFLAGS).
+libnvcore_la_LIBADD = -ldl
 
 lib_LTLIBRARIES += libnccl-net-verbs.la
 libnccl_net_verbs_la_SOURCES = src/plugin.c src/plugin_compat.c
-libnccl_net_verbs_la_LIBADD = libnvcore.la $(IBVERBS_LIBS)
+libnccl_net_verbs_la_LIBADD = libnvcore.la
 # nodelete: NCCL may dlclose us with our event threads still running (v6..v10
 # get no finalize); keeping the code mapped makes that and reloads safe.
 libnccl_net_verbs_la_LDFLAGS = -module -avoid-version -shared -no-undefined \
@@ -48,7 +51,7 @@ EXTRA_test_unit_test_plugin_DEPENDENCIES = libnccl-net-verbs.la
 # nccl-net-verbs-info: the plugin's view of this host (devices, GIDs, GPUDirect, knobs).
 bin_PROGRAMS += nccl-net-verbs-info
 nccl_net_verbs_info_SOURCES = src/tools/nccl-net-verbs-info.c
-nccl_net_verbs_info_LDADD = libnvcore.la $(IBVERBS_LIBS)
+nccl_net_verbs_info_LDADD = libnvcore.la
 dist_check_SCRIPTS += test/unit/test-info.sh
 TESTS += test/unit/test-info.sh
 # src/ layers import only downwards (includes and, from the objects, calls).
@@ -61,6 +64,13 @@ TESTS += test/unit/test_vnic
 test_unit_test_vnic_SOURCES = test/unit/test_vnic.c
 test_unit_test_vnic_LDADD = $(IBVERBS_LIBS)
 EXTRA_test_unit_test_vnic_DEPENDENCIES = libnccl-net-verbs.la
+# libibverbs bound at run time: old rdma-core, none, port speed verb.
+check_PROGRAMS += test/unit/test_loadverbs
+test_unit_test_loadverbs_SOURCES = test/unit/test_loadverbs.c
+test_unit_test_loadverbs_LDADD = -ldl
+EXTRA_test_unit_test_loadverbs_DEPENDENCIES = libnccl-net-verbs.la test/simverbs/old/libibverbs.la
+dist_check_SCRIPTS += test/unit/test-oldverbs.sh
+TESTS += test/unit/test-oldverbs.sh
 # Verbs seam failure messages over simverbs.
 check_PROGRAMS += test/unit/test_ibv
 TESTS += test/unit/test_ibv

@@ -74,6 +74,19 @@ static void nv_hca_pci_path(struct ibv_device *dev, char *out, size_t len)
 	snprintf(out, len, "%s", real);
 }
 
+/* Port speed in Mb/s: ibv_query_port_speed when the loaded libibverbs has it
+ * (exact for XDR and beyond), else from the speed and width codes, as NCCL. */
+static int nv_dev_speed(struct nv_hca *h, int port, uint32_t speed, uint8_t width)
+{
+	uint64_t mbps = 0;
+
+	if (nv_param_int(NV_PARAM_IB_QUERY_PORT_SPEED) &&
+	    nv_ibv_query_port_speed_probe(h->ctx, (uint8_t)port, &mbps) == 0 && mbps &&
+	    mbps <= INT32_MAX)
+		return (int)mbps;
+	return nv_port_speed_mbps(speed, width);
+}
+
 static bool nv_relaxed_ordering_allowed(const char *name)
 {
 	int64_t mode = nv_param_int(NV_PARAM_IB_PCI_RELAXED_ORDERING);
@@ -82,8 +95,8 @@ static bool nv_relaxed_ordering_allowed(const char *name)
 		return false;
 	if (!nv_ibv_have_iova2()) {
 		if (mode == 1)
-			NV_INFO(NV_SUB_INIT, "%s: NCCL_IB_PCI_RELAXED_ORDERING=1 but this build has "
-				"no ibv_reg_mr_iova2; relaxed ordering off", name);
+			NV_INFO(NV_SUB_INIT, "%s: NCCL_IB_PCI_RELAXED_ORDERING=1 but libibverbs "
+				"has no ibv_reg_mr_iova2; relaxed ordering off", name);
 		return false;
 	}
 	return true;
@@ -257,7 +270,7 @@ static nv_status_t nv_dev_add(struct nv_hca *h, uint8_t port, const struct ibv_p
 	d->active_speed = pa->active_speed;
 #endif
 	d->active_width = pa->active_width;
-	d->speed_mbps = nv_port_speed_mbps(d->active_speed, d->active_width);
+	d->speed_mbps = nv_dev_speed(h, port, d->active_speed, d->active_width);
 	d->gid_tbl_len = pa->gid_tbl_len;
 	d->guid = h->attr.sys_image_guid;
 	d->rail = rail;
@@ -525,6 +538,7 @@ static nv_status_t nv_discover(void)
 		NV_WARN("out of memory allocating the device table");
 		return NV_ERR_SYSTEM;
 	}
+	NV_CHECK_GOTO(nv_ibv_load(nv_param_str(NV_PARAM_IBVERBS_LIB)), st, err);
 	NV_CHECK_GOTO(nv_ibv_get_device_list(&list, &n), st, err);
 	for (int i = 0; i < n && list[i]; i++)
 		NV_CHECK_GOTO(nv_scan_hca(list[i], &filter), st, err);

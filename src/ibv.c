@@ -13,6 +13,7 @@
 
 #include "ibv.h"
 #include "os.h"
+#include "ibv_syms.h"
 
 /* Error code of an int verb: positive return value, else errno, else EIO. */
 static int nv_int_err(int ret)
@@ -60,7 +61,11 @@ nv_status_t nv_ibv_get_device_list(struct ibv_device ***list, int *n)
 	struct ibv_device **l;
 
 	errno = 0;
-	l = ibv_get_device_list(&num);
+	if (!nv_ibv_loaded()) {
+		NV_WARN("ibv_get_device_list called before libibverbs was loaded (plugin bug)");
+		return NV_ERR_INTERNAL;
+	}
+	l = nv_ibv_sym.get_device_list(&num);
 	if (!l) {
 		int err = nv_ptr_err();
 
@@ -77,12 +82,12 @@ nv_status_t nv_ibv_get_device_list(struct ibv_device ***list, int *n)
 void nv_ibv_free_device_list(struct ibv_device **list)
 {
 	if (list)
-		ibv_free_device_list(list);
+		nv_ibv_sym.free_device_list(list);
 }
 
 const char *nv_ibv_device_name(struct ibv_device *dev)
 {
-	const char *n = dev ? ibv_get_device_name(dev) : NULL;
+	const char *n = dev && nv_ibv_sym.get_device_name ? nv_ibv_sym.get_device_name(dev) : NULL;
 
 	return n ? n : "?";
 }
@@ -92,7 +97,7 @@ nv_status_t nv_ibv_open_device(struct ibv_device *dev, struct ibv_context **ctx)
 	struct ibv_context *c;
 
 	errno = 0;
-	c = ibv_open_device(dev);
+	c = nv_ibv_sym.open_device(dev);
 	if (!c) {
 		int err = nv_ptr_err();
 
@@ -113,7 +118,7 @@ nv_status_t nv_ibv_close_device(struct ibv_context *ctx)
 
 	snprintf(namebuf, sizeof(namebuf), "%s", name);
 	errno = 0;
-	ret = ibv_close_device(ctx);
+	ret = nv_ibv_sym.close_device(ctx);
 	if (ret) {
 		int err = nv_int_err(ret);
 
@@ -129,8 +134,20 @@ nv_status_t nv_ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr 
 	int ret;
 
 	errno = 0;
-	ret = ibv_query_device(ctx, attr);
+	ret = nv_ibv_sym.query_device(ctx, attr);
 	return ret ? nv_fail("ibv_query_device", ctx, 0, nv_int_err(ret), NULL) : NV_OK;
+}
+
+/* As verbs.h's inline: the context's extended op when the provider has one
+ * (fills the whole struct), else the IBVERBS_1.1 entry point on a zeroed one. */
+static int nv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr)
+{
+	struct verbs_context *vctx = verbs_get_ctx_op(ctx, query_port);
+
+	if (vctx)
+		return vctx->query_port(ctx, port, attr, sizeof(*attr));
+	memset(attr, 0, sizeof(*attr));
+	return nv_ibv_sym.query_port(ctx, port, (struct _compat_ibv_port_attr *)attr);
 }
 
 nv_status_t nv_ibv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr)
@@ -138,8 +155,27 @@ nv_status_t nv_ibv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_
 	int ret;
 
 	errno = 0;
-	ret = ibv_query_port(ctx, port, attr);
+	ret = nv_query_port(ctx, port, attr);
 	return ret ? nv_fail("ibv_query_port", ctx, port, nv_int_err(ret), NULL) : NV_OK;
+}
+
+int nv_ibv_query_port_speed_probe(struct ibv_context *ctx, uint8_t port, uint64_t *mbps)
+{
+	uint64_t speed = 0;
+	int ret;
+
+	if (!nv_ibv_sym.query_port_speed)
+		return EOPNOTSUPP;
+	errno = 0;
+	ret = nv_ibv_sym.query_port_speed(ctx, port, &speed);
+	if (ret) {
+		ret = nv_int_err(ret);
+		NV_TRACE(NV_SUB_INIT, "ibv_query_port_speed %s:%d: %s", nv_ctx_name(ctx), port,
+			 strerror(ret));
+		return ret;
+	}
+	*mbps = speed * 100; /* the verb counts in 100 Mb/s */
+	return 0;
 }
 
 nv_status_t nv_ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
@@ -148,7 +184,7 @@ nv_status_t nv_ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, u
 	int ret;
 
 	errno = 0;
-	ret = ibv_query_gid(ctx, port, index, gid);
+	ret = nv_ibv_sym.query_gid(ctx, port, index, gid);
 	if (!ret)
 		return NV_OK;
 	snprintf(extra, sizeof(extra), " (GID index %d)", index);
@@ -161,8 +197,10 @@ int nv_ibv_query_gid_ex_probe(struct ibv_context *ctx, uint8_t port, int index,
 #if HAVE_DECL_IBV_QUERY_GID_EX
 	int ret;
 
+	if (!nv_ibv_sym.query_gid_ex)
+		return EOPNOTSUPP;
 	errno = 0;
-	ret = ibv_query_gid_ex(ctx, port, index, entry, 0);
+	ret = nv_ibv_sym.query_gid_ex(ctx, port, (uint32_t)index, entry, 0, sizeof(*entry));
 	if (!ret)
 		return 0;
 	ret = nv_int_err(ret);
@@ -183,7 +221,7 @@ int nv_ibv_query_gid_probe(struct ibv_context *ctx, uint8_t port, int index, uni
 	int ret;
 
 	errno = 0;
-	ret = ibv_query_gid(ctx, port, index, gid);
+	ret = nv_ibv_sym.query_gid(ctx, port, index, gid);
 	return ret ? nv_int_err(ret) : 0;
 }
 
@@ -193,7 +231,7 @@ nv_status_t nv_ibv_query_pkey(struct ibv_context *ctx, uint8_t port, int index, 
 	int ret;
 
 	errno = 0;
-	ret = ibv_query_pkey(ctx, port, index, pkey);
+	ret = nv_ibv_sym.query_pkey(ctx, port, index, (__be16 *)pkey);
 	if (!ret)
 		return NV_OK;
 	snprintf(extra, sizeof(extra), " (P_Key index %d, NCCL_IB_PKEY)", index);
@@ -205,7 +243,7 @@ nv_status_t nv_ibv_alloc_pd(struct ibv_context *ctx, struct ibv_pd **pd)
 	struct ibv_pd *p;
 
 	errno = 0;
-	p = ibv_alloc_pd(ctx);
+	p = nv_ibv_sym.alloc_pd(ctx);
 	if (!p)
 		return nv_fail("ibv_alloc_pd", ctx, 0, nv_ptr_err(), NULL);
 	*pd = p;
@@ -217,7 +255,7 @@ nv_status_t nv_ibv_dealloc_pd(struct ibv_pd *pd)
 	int ret;
 
 	errno = 0;
-	ret = ibv_dealloc_pd(pd);
+	ret = nv_ibv_sym.dealloc_pd(pd);
 	return ret ? nv_fail("ibv_dealloc_pd", pd->context, 0, nv_int_err(ret), NULL) : NV_OK;
 }
 
@@ -245,7 +283,7 @@ nv_status_t nv_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access,
 	struct ibv_mr *m;
 
 	errno = 0;
-	m = ibv_reg_mr(pd, addr, len, access);
+	m = nv_ibv_sym.reg_mr(pd, addr, len, access);
 	if (!m)
 		return nv_reg_fail("ibv_reg_mr", pd, addr, len, what, nv_ptr_err());
 	*mr = m;
@@ -255,7 +293,7 @@ nv_status_t nv_ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access,
 bool nv_ibv_have_iova2(void)
 {
 #if HAVE_DECL_IBV_REG_MR_IOVA2 && HAVE_DECL_IBV_ACCESS_RELAXED_ORDERING
-	return true;
+	return nv_ibv_sym.reg_mr_iova2 != NULL;
 #else
 	return false;
 #endif
@@ -267,8 +305,10 @@ nv_status_t nv_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len, uint6
 #if HAVE_DECL_IBV_REG_MR_IOVA2
 	struct ibv_mr *m;
 
+	if (!nv_ibv_sym.reg_mr_iova2) /* relaxed ordering was turned off at init */
+		return nv_ibv_reg_mr(pd, addr, len, access & ~IBV_ACCESS_OPTIONAL_RANGE, what, mr);
 	errno = 0;
-	m = ibv_reg_mr_iova2(pd, addr, len, iova, (unsigned int)access);
+	m = nv_ibv_sym.reg_mr_iova2(pd, addr, len, iova, (unsigned int)access);
 	if (!m)
 		return nv_reg_fail("ibv_reg_mr_iova2", pd, addr, len, what, nv_ptr_err());
 	*mr = m;
@@ -285,8 +325,11 @@ nv_status_t nv_ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t len,
 #if HAVE_DECL_IBV_REG_DMABUF_MR
 	struct ibv_mr *m;
 
+	if (!nv_ibv_sym.reg_dmabuf_mr)
+		return nv_fail("ibv_reg_dmabuf_mr", pd->context, 0, EOPNOTSUPP,
+			       " (the loaded libibverbs has no IBVERBS_1.12)");
 	errno = 0;
-	m = ibv_reg_dmabuf_mr(pd, offset, len, iova, fd, access);
+	m = nv_ibv_sym.reg_dmabuf_mr(pd, offset, len, iova, fd, access);
 	if (!m)
 		return nv_reg_fail("ibv_reg_dmabuf_mr", pd, (void *)(uintptr_t)iova, len, what,
 				   nv_ptr_err());
@@ -311,10 +354,12 @@ int nv_ibv_reg_dmabuf_mr_probe(struct ibv_pd *pd)
 	struct ibv_mr *m;
 	int err;
 
+	if (!nv_ibv_sym.reg_dmabuf_mr)
+		return EOPNOTSUPP;
 	errno = 0;
-	m = ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0);
+	m = nv_ibv_sym.reg_dmabuf_mr(pd, 0, 0, 0, -1, 0);
 	if (m) { /* cannot happen with fd -1; be tidy anyway */
-		ibv_dereg_mr(m);
+		nv_ibv_sym.dereg_mr(m);
 		return 0;
 	}
 	err = nv_ptr_err();
@@ -333,7 +378,7 @@ nv_status_t nv_ibv_dereg_mr(struct ibv_mr *mr)
 	int ret;
 
 	errno = 0;
-	ret = ibv_dereg_mr(mr);
+	ret = nv_ibv_sym.dereg_mr(mr);
 	return ret ? nv_fail("ibv_dereg_mr", ctx, 0, nv_int_err(ret), NULL) : NV_OK;
 }
 
@@ -343,7 +388,7 @@ nv_status_t nv_ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 	struct ibv_cq *c;
 
 	errno = 0;
-	c = ibv_create_cq(ctx, cqe, cq_context, NULL, 0);
+	c = nv_ibv_sym.create_cq(ctx, cqe, cq_context, NULL, 0);
 	if (!c) {
 		snprintf(extra, sizeof(extra), " (%d entries)", cqe);
 		return nv_fail("ibv_create_cq", ctx, 0, nv_ptr_err(), extra);
@@ -358,7 +403,7 @@ nv_status_t nv_ibv_destroy_cq(struct ibv_cq *cq)
 	int ret;
 
 	errno = 0;
-	ret = ibv_destroy_cq(cq);
+	ret = nv_ibv_sym.destroy_cq(cq);
 	return ret ? nv_fail("ibv_destroy_cq", ctx, 0, nv_int_err(ret), NULL) : NV_OK;
 }
 
@@ -368,7 +413,7 @@ nv_status_t nv_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init, s
 	struct ibv_qp *q;
 
 	errno = 0;
-	q = ibv_create_qp(pd, init);
+	q = nv_ibv_sym.create_qp(pd, init);
 	if (!q) {
 		snprintf(extra, sizeof(extra), " (type %d, send_wr %u, recv_wr %u, inline %u)",
 			 (int)init->qp_type, init->cap.max_send_wr, init->cap.max_recv_wr,
@@ -385,7 +430,7 @@ nv_status_t nv_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int ma
 	int ret;
 
 	errno = 0;
-	ret = ibv_modify_qp(qp, attr, mask);
+	ret = nv_ibv_sym.modify_qp(qp, attr, mask);
 	if (!ret)
 		return NV_OK;
 	snprintf(extra, sizeof(extra), " moving to %s (mask 0x%x)",
@@ -399,7 +444,7 @@ nv_status_t nv_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mas
 	int ret;
 
 	errno = 0;
-	ret = ibv_query_qp(qp, attr, mask, init);
+	ret = nv_ibv_sym.query_qp(qp, attr, mask, init);
 	return ret ? nv_qp_fail("ibv_query_qp", qp, nv_int_err(ret), NULL) : NV_OK;
 }
 
@@ -408,7 +453,7 @@ nv_status_t nv_ibv_destroy_qp(struct ibv_qp *qp)
 	int ret;
 
 	errno = 0;
-	ret = ibv_destroy_qp(qp);
+	ret = nv_ibv_sym.destroy_qp(qp);
 	return ret ? nv_qp_fail("ibv_destroy_qp", qp, nv_int_err(ret), NULL) : NV_OK;
 }
 
@@ -418,9 +463,11 @@ int nv_ibv_query_ece(struct ibv_qp *qp, uint32_t *vendor_id, uint32_t *options, 
 	struct ibv_ece ece;
 	int ret;
 
+	if (!nv_ibv_sym.query_ece)
+		return EOPNOTSUPP;
 	memset(&ece, 0, sizeof(ece));
 	errno = 0;
-	ret = ibv_query_ece(qp, &ece);
+	ret = nv_ibv_sym.query_ece(qp, &ece);
 	if (ret) {
 		ret = nv_int_err(ret);
 		if (ret != EOPNOTSUPP)
@@ -442,12 +489,14 @@ int nv_ibv_query_ece(struct ibv_qp *qp, uint32_t *vendor_id, uint32_t *options, 
 
 int nv_ibv_set_ece(struct ibv_qp *qp, uint32_t vendor_id, uint32_t options, uint32_t comp_mask)
 {
-#if HAVE_DECL_IBV_SET_ECE
+#if HAVE_DECL_IBV_QUERY_ECE
 	struct ibv_ece ece = { .vendor_id = vendor_id, .options = options, .comp_mask = comp_mask };
 	int ret;
 
+	if (!nv_ibv_sym.set_ece)
+		return EOPNOTSUPP;
 	errno = 0;
-	ret = ibv_set_ece(qp, &ece);
+	ret = nv_ibv_sym.set_ece(qp, &ece);
 	if (ret) {
 		ret = nv_int_err(ret);
 		if (ret != EOPNOTSUPP)
@@ -467,29 +516,29 @@ int nv_ibv_set_ece(struct ibv_qp *qp, uint32_t vendor_id, uint32_t options, uint
 int nv_ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *ev)
 {
 	errno = 0;
-	if (ibv_get_async_event(ctx, ev) == 0)
+	if (nv_ibv_sym.get_async_event(ctx, ev) == 0)
 		return 0;
 	return nv_ptr_err();
 }
 
 void nv_ibv_ack_async_event(struct ibv_async_event *ev)
 {
-	ibv_ack_async_event(ev);
+	nv_ibv_sym.ack_async_event(ev);
 }
 
 const char *nv_ibv_wc_status_str(enum ibv_wc_status st)
 {
-	return ibv_wc_status_str(st);
+	return nv_ibv_sym.wc_status_str ? nv_ibv_sym.wc_status_str(st) : "unknown status";
 }
 
 const char *nv_ibv_event_str(enum ibv_event_type ev)
 {
-	return ibv_event_type_str(ev);
+	return nv_ibv_sym.event_type_str ? nv_ibv_sym.event_type_str(ev) : "unknown event";
 }
 
 const char *nv_ibv_port_state_str(enum ibv_port_state st)
 {
-	return ibv_port_state_str(st);
+	return nv_ibv_sym.port_state_str ? nv_ibv_sym.port_state_str(st) : "unknown state";
 }
 
 const char *nv_ibv_qp_state_str(enum ibv_qp_state st)

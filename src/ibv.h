@@ -12,8 +12,8 @@
  *    have *_probe variants that return the errno value and log at INFO only.
  *  - Data-path wrappers (post_send, post_recv, poll_cq) are static inline,
  *    allocation- and lock-free, and log only on error.
- *  - Optional verbs missing from the rdma-core we were built against report
- *    EOPNOTSUPP.
+ *  - Optional verbs missing from the rdma-core we were built against, or from
+ *    the one loaded at run time, report EOPNOTSUPP.
  */
 #ifndef NV_IBV_H
 #define NV_IBV_H
@@ -25,6 +25,15 @@
 #include "config.h"
 #include "nv_common.h"
 
+/* libibverbs is bound at run time (ibv_load.c): `lib` (NCCL_IBVERBS_LIB, from
+ * the caller) when non-NULL and non-empty, else libibverbs.so.1. Idempotent
+ * and thread-safe (the first library loaded stays); logs one WARN when no
+ * usable library is found and one INFO per missing optional verb. Must have
+ * succeeded before nv_ibv_get_device_list(); every other wrapper may assume
+ * it did (no device, context or object can exist otherwise). */
+nv_status_t nv_ibv_load(const char *lib);
+bool nv_ibv_loaded(void);
+
 /* Device list and context */
 nv_status_t nv_ibv_get_device_list(struct ibv_device ***list, int *n);
 void nv_ibv_free_device_list(struct ibv_device **list);
@@ -33,6 +42,9 @@ nv_status_t nv_ibv_open_device(struct ibv_device *dev, struct ibv_context **ctx)
 nv_status_t nv_ibv_close_device(struct ibv_context *ctx);
 nv_status_t nv_ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr);
 nv_status_t nv_ibv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+/* Port speed from ibv_query_port_speed (IBVERBS_1.16) in Mb/s: 0 or errno;
+ * EOPNOTSUPP when the verb is absent. No WARN. */
+int nv_ibv_query_port_speed_probe(struct ibv_context *ctx, uint8_t port, uint64_t *mbps);
 nv_status_t nv_ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
 /* GID entry with its type. Returns 0 or the errno value (no WARN: unreadable
  * entries are normal in containers); EOPNOTSUPP when the verb is unavailable. */

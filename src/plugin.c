@@ -23,6 +23,7 @@
 #include "log.h"
 #include "mr.h"
 #include "nv_api.h"
+#include "ibv.h"
 #include "param.h"
 
 #define NV_PLUGIN_NAME "Verbs"
@@ -87,6 +88,11 @@ static nv_status_t nv_global_first(void)
 		return NV_ERR_INTERNAL;
 	}
 	nv_param_log();
+	st = nv_ibv_load(nv_param_str(NV_PARAM_IBVERBS_LIB)); /* first: without libibverbs nothing else is worth a word */
+	if (st != NV_OK) {
+		nv_param_reset();
+		return st;
+	}
 	nv_memlock_check();
 	st = nv_devices_init();
 	if (st != NV_OK) {

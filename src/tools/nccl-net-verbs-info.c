@@ -54,7 +54,8 @@ static void print_ports(void)
 	printf("\nVerbs devices and ports (NCCL_IB_HCA=%s):\n",
 	       nv_param_str(NV_PARAM_IB_HCA) ? nv_param_str(NV_PARAM_IB_HCA) : "(unset)");
 	nv_hca_filter_parse(nv_param_str(NV_PARAM_IB_HCA), &f);
-	if (nv_ibv_get_device_list(&list, &n) != NV_OK || n == 0) {
+	if (nv_ibv_load(nv_param_str(NV_PARAM_IBVERBS_LIB)) != NV_OK ||
+	    nv_ibv_get_device_list(&list, &n) != NV_OK || n == 0) {
 		printf("  none found (is the ib_uverbs kernel module loaded, and /dev/infiniband "
 		       "visible in this container?)\n");
 		nv_ibv_free_device_list(list);

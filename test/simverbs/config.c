@@ -162,6 +162,8 @@ static int sv_apply_kv(struct sv_device *d, const char *k, const char *v)
 			rc = sv_parse_speed(v, &pt->speed);
 		else if (!strcmp(k, "width"))
 			rc = sv_parse_width(v, &pt->width);
+		else if (!strcmp(k, "speed_mbps"))
+			pt->speed_mbps = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(k, "mtu"))
 			rc = sv_parse_mtu(v, &pt->mtu);
 		else if (!strcmp(k, "lid"))

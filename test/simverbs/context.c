@@ -145,7 +145,9 @@ static void sv_ctx_ops(struct sv_context *c)
 	ops->req_notify_cq = sv_req_notify_cq;
 	ops->post_send = sv_post_send;
 	ops->post_recv = sv_post_recv;
-	c->vctx.query_port = sv_query_port_ex;
+#ifndef SV_OLD_RDMA_CORE
+	c->vctx.query_port = sv_query_port_ex; /* old rdma-core: the compat verb only */
+#endif
 	c->vctx.query_device_ex = sv_query_device_ex;
 	c->vctx.create_qp_ex = sv_create_qp_ex;
 	c->vctx.create_cq_ex = sv_create_cq_ex;
@@ -320,6 +322,42 @@ int ibv_query_port(struct ibv_context *ibctx, uint8_t port, struct _compat_ibv_p
 {
 	return sv_query_port_ex(ibctx, port, (struct ibv_port_attr *)attr,
 				offsetof(struct ibv_port_attr, flags));
+}
+
+/* Mb/s of one lane per IB speed code (SDR..NDR). */
+static uint32_t sv_lane_mbps(uint8_t speed)
+{
+	switch (speed) {
+	case 1: return 2500;
+	case 2: return 5000;
+	case 4: case 8: return 10000;
+	case 16: return 14000;
+	case 32: return 25000;
+	case 64: return 50000;
+	case 128: return 100000;
+	default: return 0;
+	}
+}
+
+/* rdma-core 56+ (IBVERBS_1.16): the port's speed in units of 100 Mb/s. */
+SV_EXPORT int ibv_query_port_speed(struct ibv_context *ibctx, uint8_t port, uint64_t *speed);
+int ibv_query_port_speed(struct ibv_context *ibctx, uint8_t port, uint64_t *speed)
+{
+	const struct sv_device *d = sv_ctx(ibctx)->dev;
+	const struct sv_port *pt;
+	uint32_t lanes[] = { [1] = 1, [2] = 4, [4] = 8, [8] = 12, [16] = 2 };
+	uint64_t mbps;
+
+	if (port < 1 || port > d->nports)
+		return EINVAL;
+	pt = &d->ports[port - 1];
+	mbps = pt->speed_mbps;
+	if (!mbps && pt->width < sizeof(lanes) / sizeof(lanes[0]))
+		mbps = (uint64_t)sv_lane_mbps(pt->speed) * lanes[pt->width];
+	if (!mbps)
+		return EOPNOTSUPP;
+	*speed = mbps / 100;
+	return 0;
 }
 
 static const struct sv_gid *sv_get_gid(struct ibv_context *ibctx, uint32_t port, uint32_t idx)

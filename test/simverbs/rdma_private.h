@@ -56,4 +56,8 @@ typedef struct ibv_device *(*ibv_driver_init_func_1_1)(const char *uverbs_sys_pa
 							int abi_version);
 void ibv_register_driver(const char *name, ibv_driver_init_func_1_1 init_func);
 
+/* verbs.h of rdma-core 56+ (IBVERBS_1.16), newer than the v44 headers: the
+ * port's speed in units of 100 Mb/s (NCCL 2.30's declaration of it). */
+int ibv_query_port_speed(struct ibv_context *context, uint8_t port_num, uint64_t *port_speed);
+
 #endif

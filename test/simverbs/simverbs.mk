@@ -79,3 +79,23 @@ test_simverbs_tests_sv_stream_LDADD = $(SV_TEST_LDADD) -lpthread
 noinst_PROGRAMS += test/simverbs/simverbs-ctl
 test_simverbs_simverbs_ctl_SOURCES = test/simverbs/ctl.c
 test_simverbs_simverbs_ctl_LDADD = test/simverbs/libibverbs.la
+
+# ---- "old rdma-core": the same simverbs with only the IBVERBS_1.0/1.1 symbol
+# versions (rdma-core before v17 / MOFED 4) and no extended query_port op, in
+# test/simverbs/old/.libs/libibverbs.so.1. The plugin must load and work on it
+# with the optional verbs switched off (test/unit/test-oldverbs.sh).
+check_LTLIBRARIES += test/simverbs/old/libibverbs.la
+test_simverbs_old_libibverbs_la_SOURCES = $(test_simverbs_libibverbs_la_SOURCES)
+test_simverbs_old_libibverbs_la_LDFLAGS = -version-info 1:0:0 -no-undefined \
+	-rpath $(abs_builddir)/test/simverbs/old \
+	-Wl,--version-script=test/simverbs/old/simverbs-old.map
+test_simverbs_old_libibverbs_la_CPPFLAGS = $(test_simverbs_libibverbs_la_CPPFLAGS) -DSV_OLD_RDMA_CORE
+test_simverbs_old_libibverbs_la_CFLAGS = $(test_simverbs_libibverbs_la_CFLAGS)
+test_simverbs_old_libibverbs_la_LIBADD = $(test_simverbs_libibverbs_la_LIBADD)
+EXTRA_test_simverbs_old_libibverbs_la_DEPENDENCIES = test/simverbs/old/simverbs-old.map
+# The 1.0 and 1.1 nodes of simverbs.map, plus simverbs' private control entry.
+test/simverbs/old/simverbs-old.map: $(srcdir)/test/simverbs/simverbs.map
+	$(AM_V_GEN)mkdir -p test/simverbs/old && \
+	sed -n '1,/^} IBVERBS_1.0;/p' $(srcdir)/test/simverbs/simverbs.map > $@.tmp && \
+	grep '^SIMVERBS_PRIVATE' $(srcdir)/test/simverbs/simverbs.map >> $@.tmp && mv $@.tmp $@
+CLEANFILES += test/simverbs/old/simverbs-old.map

@@ -228,6 +228,7 @@ struct sv_port {
 	uint8_t speed;
 	uint8_t width;
 	uint16_t lid;
+	uint32_t speed_mbps;		/* ibv_query_port_speed; 0: from speed x width */
 	uint32_t ngids;
 	struct sv_gid gids[SV_GID_TBL_LEN];
 };
