@@ -15,6 +15,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ibv.h"
@@ -95,7 +96,11 @@ static const char *nv_syms_bind(void *h, char *err, size_t errlen)
 		*r->slot = dlvsym(h, r->name, r->version);
 		if (*r->slot || r->lost)
 			continue;
-		snprintf(err, errlen, "%s", dlerror() ? "symbol not found" : "NULL symbol");
+		{
+			const char *e = dlerror();
+
+			snprintf(err, errlen, "%s", e ? e : "NULL symbol");
+		}
 		return r->name;
 	}
 	return NULL;
