@@ -71,6 +71,9 @@ test_unit_test_loadverbs_LDADD = -ldl
 EXTRA_test_unit_test_loadverbs_DEPENDENCIES = libnccl-net-verbs.la test/simverbs/old/libibverbs.la
 dist_check_SCRIPTS += test/unit/test-oldverbs.sh
 TESTS += test/unit/test-oldverbs.sh
+# iWARP skipped; RoCE ports' netdev, TC/SL and PFC/ECN state in nccl-net-verbs-info.
+dist_check_SCRIPTS += test/unit/test-roce-fabric.sh
+TESTS += test/unit/test-roce-fabric.sh
 # Verbs seam failure messages over simverbs.
 check_PROGRAMS += test/unit/test_ibv
 TESTS += test/unit/test_ibv

@@ -312,6 +312,12 @@ static nv_status_t nv_scan_hca(struct ibv_device *idev, const struct nv_hca_filt
 	int kept = 0;
 	nv_status_t st;
 
+	const char *skip = nv_transport_skip_reason(idev->transport_type);
+
+	if (skip) {
+		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "%s skipped: %s", nv_ibv_device_name(idev), skip);
+		return NV_OK;
+	}
 	if (nv_hca_open(idev, &h) != NV_OK)
 		return NV_OK; /* logged; other devices may still work */
 	for (int p = 1; p <= h->attr.phys_port_cnt; p++) {

@@ -204,6 +204,9 @@ nv_status_t nv_gid_parse_range(const char *s, struct nv_gid_policy *pol);
 int nv_gid_select(const struct nv_gid_entry *tbl, int n, const struct nv_gid_policy *pol,
 		  struct nv_gid_info *out);
 bool nv_gid_is_valid(const union ibv_gid *gid);    /* not zero, not fe80::/64 */
+/* NULL when a device of this transport can carry our RC transport (InfiniBand
+ * and RoCE both report IBV_TRANSPORT_IB), else why not (iWARP, usNIC, ...). */
+const char *nv_transport_skip_reason(int transport_type);
 int nv_gid_family(const union ibv_gid *gid);       /* AF_INET if ::ffff:a.b.c.d */
 
 /* ---- GPUDirect (gdr.c) ---------------------------------------------------- */

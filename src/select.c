@@ -160,6 +160,23 @@ int nv_port_speed_mbps(uint32_t active_speed, uint8_t active_width)
 
 /* ---- GIDs ------------------------------------------------------------------ */
 
+const char *nv_transport_skip_reason(int transport_type)
+{
+	switch (transport_type) {
+	case IBV_TRANSPORT_IB:
+		return NULL;
+	case IBV_TRANSPORT_IWARP:
+		return "iWARP transport: no RDMA Write with immediate, and its connections need the "
+		       "RDMA connection manager (this plugin runs over InfiniBand and RoCE)";
+	case IBV_TRANSPORT_USNIC:
+	case IBV_TRANSPORT_USNIC_UDP:
+		return "usNIC transport: no RC queue pairs (this plugin runs over InfiniBand and RoCE)";
+	default:
+		return "transport is neither InfiniBand nor RoCE (no RC queue pairs with RDMA Write "
+		       "with immediate)";
+	}
+}
+
 int nv_gid_family(const union ibv_gid *gid)
 {
 	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +65,13 @@ static void print_ports(void)
 	for (int i = 0; i < n; i++) {
 		struct ibv_context *ctx;
 		struct ibv_device_attr da;
+		const char *skip = nv_transport_skip_reason(list[i]->transport_type);
 
 		printf("  %s (%s)\n", nv_ibv_device_name(list[i]), list[i]->ibdev_path);
+		if (skip) {
+			printf("    skipped: %s\n", skip);
+			continue;
+		}
 		if (nv_ibv_open_device(list[i], &ctx) != NV_OK)
 			continue;
 		if (nv_ibv_query_device(ctx, &da) == NV_OK) {
@@ -157,6 +163,102 @@ static void print_devices(bool gids)
 	}
 }
 
+/* Reads a one-line sysfs file into buf (trimmed); false when absent. */
+static bool read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fgets(buf, (int)len, f) != NULL;
+	fclose(f);
+	if (ok)
+		buf[strcspn(buf, "\n")] = '\0';
+	return ok;
+}
+
+/* "3 4" for the priorities whose <dir>/<prio> file reads 1; false if none exist. */
+static bool read_prio_dir(const char *dir, char *out, size_t len)
+{
+	bool any = false;
+
+	out[0] = '\0';
+	for (int prio = 0; prio < 8; prio++) {
+		char path[PATH_MAX + 16], v[16];
+
+		snprintf(path, sizeof(path), "%s/%d", dir, prio);
+		if (!read_line(path, v, sizeof(v)))
+			continue;
+		any = true;
+		if (atoi(v) == 1)
+			snprintf(out + strlen(out), len - strlen(out), "%s%d", out[0] ? " " : "", prio);
+	}
+	if (any && !out[0])
+		snprintf(out, len, "none");
+	return any;
+}
+
+/* A RoCE port's netdev, the TC/SL the plugin will put on its packets, and the
+ * PFC/ECN state where the driver exposes it in sysfs (mlx5: the netdev's
+ * ecn/roce_np and ecn/roce_rp per priority; MLNX_OFED: qos/pfc). */
+static void print_lossless(struct nv_dev *d)
+{
+	const char *ibpath = d->hca->ctx->device->ibdev_path, *cls;
+	char root[PATH_MAX], path[PATH_MAX + 96], ndev[64] = "", np[32], rp[32], pfc[64];
+	int64_t tc = nv_param_int(NV_PARAM_IB_TC), sl = nv_param_int(NV_PARAM_IB_SL);
+	struct nv_gid_info g;
+	bool has_np, has_rp, has_pfc;
+
+	cls = strstr(ibpath, "/class/infiniband/");
+	snprintf(root, sizeof(root), "%.*s", cls ? (int)(cls - ibpath) : 0, ibpath);
+	if (nv_dev_gid(d, &g) == NV_OK) {
+		snprintf(path, sizeof(path), "%s/ports/%d/gid_attrs/ndevs/%d", ibpath, d->port,
+			 g.index);
+		read_line(path, ndev, sizeof(ndev));
+	}
+	printf("  %s:%d  netdev %s\n", d->name, d->port, ndev[0] ? ndev : "(unknown)");
+	if (tc >= 0)
+		printf("    traffic class %lld (NCCL_IB_TC; DSCP %lld)\n", (long long)tc,
+		       (long long)(tc >> 2));
+	else
+		printf("    traffic class: the communicator's, else 0 (NCCL_IB_TC unset)\n");
+	printf("    service level %lld%s\n", (long long)(sl >= 0 ? sl : 0),
+	       sl >= 0 ? " (NCCL_IB_SL)" : " (NCCL_IB_SL unset: the communicator's, else 0)");
+	snprintf(path, sizeof(path), "%s/class/net/%s/ecn/roce_np/enable", root, ndev);
+	has_np = ndev[0] && read_prio_dir(path, np, sizeof(np));
+	snprintf(path, sizeof(path), "%s/class/net/%s/ecn/roce_rp/enable", root, ndev);
+	has_rp = ndev[0] && read_prio_dir(path, rp, sizeof(rp));
+	snprintf(path, sizeof(path), "%s/class/net/%s/qos/pfc", root, ndev);
+	has_pfc = ndev[0] && read_line(path, pfc, sizeof(pfc));
+	if (has_np || has_rp)
+		printf("    ECN       notification point on priorities: %s; reaction point on: %s\n",
+		       has_np ? np : "(not exposed)", has_rp ? rp : "(not exposed)");
+	if (has_pfc)
+		printf("    PFC       per priority 0..7: %s (qos/pfc)\n", pfc);
+	if (!has_np && !has_rp && !has_pfc)
+		printf("    WARNING: no PFC or ECN state found in sysfs for %s: RoCE needs a lossless "
+		       "fabric (PFC, or ECN congestion control); without one it retransmits and can "
+		       "lose an order of magnitude of bandwidth. Check with mlnx_qos / lldptool.\n",
+		       ndev[0] ? ndev : "this port");
+}
+
+static void print_roce(void)
+{
+	bool header = false;
+
+	for (int i = 0; i < nv_dev_count(); i++) {
+		struct nv_dev *d = nv_dev_get(i);
+
+		if (!d || d->link_layer != IBV_LINK_LAYER_ETHERNET)
+			continue;
+		if (!header)
+			printf("\nLossless Ethernet (RoCE ports):\n");
+		header = true;
+		print_lossless(d);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	bool gids = false, knobs_only = false;
@@ -203,6 +305,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	print_devices(gids);
+	print_roce();
 	nv_devices_fini();
 	return 0;
 }

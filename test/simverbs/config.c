@@ -145,6 +145,24 @@ static int sv_apply_kv(struct sv_device *d, const char *k, const char *v)
 					    SV_DEFAULT_ETH_SPEED : SV_DEFAULT_IB_SPEED;
 		return rc;
 	}
+	if (!strcmp(k, "transport")) { /* ib (also RoCE) or iwarp: an RNIC, Ethernet */
+		if (!strcasecmp(v, "iwarp")) {
+			d->ibv.transport_type = IBV_TRANSPORT_IWARP;
+			d->link_layer = IBV_LINK_LAYER_ETHERNET;
+			for (int p = 0; p < SV_MAX_PORTS; p++)
+				d->ports[p].speed = SV_DEFAULT_ETH_SPEED;
+			return 0;
+		}
+		d->ibv.transport_type = IBV_TRANSPORT_IB;
+		return strcasecmp(v, "ib") ? EINVAL : 0;
+	}
+	if (!strcmp(k, "ecn_np") || !strcmp(k, "ecn_rp") || !strcmp(k, "pfc")) {
+		uint16_t *m = k[0] == 'p' ? &d->pfc : k[4] == 'n' ? &d->ecn_np : &d->ecn_rp;
+		unsigned long b = strtoul(v, NULL, 0); /* priorities 0..7 as a bitmask */
+
+		*m = (uint16_t)(SV_LOSSLESS_SET | (b & 0xff));
+		return b > 0xff ? EINVAL : 0;
+	}
 	if (!strcmp(k, "ports")) {
 		d->nports = (uint32_t)strtoul(v, NULL, 0);
 		return d->nports >= 1 && d->nports <= SV_MAX_PORTS ? 0 : EINVAL;
@@ -254,8 +272,8 @@ static char *sv_read_file(const char *path)
 static void sv_finish_device(struct sv_device *d, int idx)
 {
 	d->idx = (uint32_t)idx;
-	d->ibv.node_type = IBV_NODE_CA;
-	d->ibv.transport_type = IBV_TRANSPORT_IB;
+	d->ibv.node_type = d->ibv.transport_type == IBV_TRANSPORT_IWARP ? IBV_NODE_RNIC
+									  : IBV_NODE_CA;
 	snprintf(d->ibv.dev_name, sizeof(d->ibv.dev_name), "uverbs%d", idx);
 	if (!d->node_guid)
 		d->node_guid = htobe64(0x0002c90300a1b000ull + ((uint64_t)idx << 4));

@@ -25,6 +25,9 @@ static int sv_queue_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 
 	if (!sv_opcode_ok(wr->opcode) || wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;
+	if (qp->ctx->dev->ibv.transport_type == IBV_TRANSPORT_IWARP &&
+	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		return EINVAL; /* iWARP (RFC 5040) has no immediate data on writes */
 	if (idx - atomic_load_explicit(&qp->sq_free, memory_order_acquire) >= qp->sq_cap)
 		return ENOMEM;
 	for (int i = 0; i < wr->num_sge; i++)

@@ -222,6 +222,8 @@ struct sv_gid {
 	bool valid;
 };
 
+#define SV_LOSSLESS_SET 0x100u
+
 struct sv_port {
 	uint32_t state;			/* configured IBV_PORT_* */
 	uint32_t mtu;			/* enum ibv_mtu */
@@ -238,6 +240,9 @@ struct sv_device {
 	uint32_t idx;
 	uint32_t link_layer;		/* IBV_LINK_LAYER_* */
 	uint32_t nports;
+	/* lossless-Ethernet state in the fake sysfs (RoCE): priority bitmask
+	 * | SV_LOSSLESS_SET; 0: the files are absent (ecn_np, ecn_rp, pfc) */
+	uint16_t ecn_np, ecn_rp, pfc;
 	uint64_t node_guid;		/* network order */
 	uint64_t sys_guid;
 	struct sv_limits lim;

@@ -157,6 +157,33 @@ static void sv_sysfs_port(const char *ib, const struct sv_device *d, uint32_t p)
 	}
 }
 
+/* mlx5's per-priority ECN switches and the MLNX_OFED qos/pfc line, under the
+ * port's netdev, when the device is configured with them (else absent). */
+static void sv_sysfs_lossless(const char *root, const struct sv_device *d, const char *ndev)
+{
+	static const char *const ecn[] = { "ecn/roce_np/enable", "ecn/roce_rp/enable" };
+	const uint16_t masks[] = { d->ecn_np, d->ecn_rp };
+	char dir[600], f[64];
+
+	snprintf(dir, sizeof(dir), "%s/class/net/%s", root, ndev);
+	for (int k = 0; k < 2; k++) {
+		if (!(masks[k] & SV_LOSSLESS_SET))
+			continue;
+		for (int prio = 0; prio < 8; prio++) {
+			snprintf(f, sizeof(f), "%s/%d", ecn[k], prio);
+			sv_put(dir, f, "%d\n", (masks[k] >> prio) & 1);
+		}
+	}
+	if (d->pfc & SV_LOSSLESS_SET) {
+		char line[64] = "";
+
+		for (int prio = 0; prio < 8; prio++)
+			snprintf(line + strlen(line), sizeof(line) - strlen(line), "%s%d",
+				 prio ? " " : "", (d->pfc >> prio) & 1);
+		sv_put(dir, "qos/pfc", "%s\n", line);
+	}
+}
+
 static void sv_sysfs_pci(const char *pci, const struct sv_device *d)
 {
 	sv_put(pci, "vendor", "0x15b3\n");
@@ -191,7 +218,7 @@ static void sv_sysfs_device(const char *root, const struct sv_device *d)
 	sv_put(ib, "node_guid", "%s\n", s);
 	sv_guid_str(s, sizeof(s), d->sys_guid);
 	sv_put(ib, "sys_image_guid", "%s\n", s);
-	sv_put(ib, "node_type", "1: CA\n");
+	sv_put(ib, "node_type", d->ibv.node_type == IBV_NODE_RNIC ? "4: RNIC\n" : "1: CA\n");
 	sv_put(ib, "node_desc", "simverbs %s\n", d->ibv.name);
 	sv_put(ib, "fw_ver", "20.99.1000\n");
 	sv_put(ib, "hca_type", "SIM%u\n", SV_VENDOR_PART_ID);
@@ -199,6 +226,8 @@ static void sv_sysfs_device(const char *root, const struct sv_device *d)
 	sv_put(ib, "hw_rev", "0x0\n");
 	for (uint32_t p = 0; p < d->nports; p++)
 		sv_sysfs_port(ib, d, p);
+	if (d->link_layer == IBV_LINK_LAYER_ETHERNET)
+		sv_sysfs_lossless(root, d, "eth0"); /* the netdev gid_attrs/ndevs names */
 	snprintf(uv, sizeof(uv), "%s/class/infiniband_verbs/%s", root, d->ibv.dev_name);
 	sv_put(uv, "ibdev", "%s\n", d->ibv.name);
 	sv_put(uv, "abi_version", "1\n");
