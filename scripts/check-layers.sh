@@ -16,6 +16,7 @@ objs=$build/src/.libs
 ranks='
 0    log.c os.c wire.c cts.c nv_common.h log.h os.h wire.h cts.h
 0.1  sock.c sock.h
+0.2  stage.c stage.h
 1    ibv.c ibv_load.c ibv.h ibv_syms.h
 2    param.c select.c device.c event.c gdr.c mr.c param.h device.h event.h mr.h
 3.0  comm.c comm.h nv_api.h

@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,11 +31,14 @@ struct nv_pending {
 	uint8_t buf[NV_HELLO_MSG_SIZE];
 	size_t off;
 	int authed;		/* presented the right secret; waits for an accept call */
+	uint64_t conn_id;	/* the connector's nonce, from its hello */
 };
 
 struct nv_listen_comm {
 	int type;			/* NV_COMM_LISTEN; first, like struct nv_comm */
 	int vdev;
+	const struct nv_ctx *ctx;	/* whose finalize reclaims a half-built accept */
+	struct nv_listen_comm *next, *prev;	/* nv_listeners, under nv_listeners_lock */
 	int lfd;
 	char addr_str[NV_SOCK_ADDR_STRLEN];
 	uint8_t secret[NV_WIRE_SECRET_LEN];
@@ -44,6 +48,33 @@ struct nv_listen_comm {
 	struct nv_hs hs;
 };
 
+static pthread_mutex_t nv_listeners_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nv_listen_comm *nv_listeners;	/* locked: every open listen comm */
+
+static void nv_listeners_add(struct nv_listen_comm *lc)
+{
+	pthread_mutex_lock(&nv_listeners_lock);
+	lc->next = nv_listeners;
+	lc->prev = NULL;
+	if (nv_listeners)
+		nv_listeners->prev = lc;
+	nv_listeners = lc;
+	pthread_mutex_unlock(&nv_listeners_lock);
+}
+
+static void nv_listeners_del(struct nv_listen_comm *lc)
+{
+	pthread_mutex_lock(&nv_listeners_lock);
+	if (lc->prev)
+		lc->prev->next = lc->next;
+	else if (nv_listeners == lc)
+		nv_listeners = lc->next;
+	if (lc->next)
+		lc->next->prev = lc->prev;
+	lc->next = lc->prev = NULL;
+	pthread_mutex_unlock(&nv_listeners_lock);
+}
+
 nv_status_t nv_net_listen(struct nv_ctx *ctx, int dev, void *handle, void **listen_comm)
 {
 	struct nv_listen_comm *lc;
@@ -52,7 +83,6 @@ nv_status_t nv_net_listen(struct nv_ctx *ctx, int dev, void *handle, void **list
 	nv_status_t st;
 	int rc;
 
-	(void)ctx;
 	*listen_comm = NULL;
 	if (!nv_vdev_get(dev)) {
 		NV_WARN("listen: network device %d does not exist (%d devices)", dev,
@@ -69,6 +99,7 @@ nv_status_t nv_net_listen(struct nv_ctx *ctx, int dev, void *handle, void **list
 	}
 	lc->type = NV_COMM_LISTEN;
 	lc->vdev = dev;
+	lc->ctx = ctx;
 	rc = nv_sock_listen(&addr, &lc->lfd, &bound);
 	if (rc < 0) {
 		NV_WARN("listen on %s failed: %s", nv_sock_addr_str(&addr, lc->addr_str,
@@ -91,6 +122,7 @@ nv_status_t nv_net_listen(struct nv_ctx *ctx, int dev, void *handle, void **list
 	memset(handle, 0, 128); /* NCCL_NET_HANDLE_MAXSIZE; connect's stage area starts zeroed */
 	nv_wire_handle_encode(&h, handle);
 	NV_INFO(NV_SUB_NET, "listening on %s for device %d", lc->addr_str, dev);
+	nv_listeners_add(lc);
 	*listen_comm = lc;
 	return NV_OK;
 }
@@ -195,6 +227,7 @@ static int nv_pending_step(struct nv_listen_comm *lc, struct nv_pending *p)
 		nv_hs_send_failure(p->fd, NV_WST_BAD_SECRET);
 		return -1;
 	}
+	p->conn_id = hello.conn_id;
 	return 1;
 }
 
@@ -218,6 +251,10 @@ static nv_status_t nv_listen_poll(struct nv_listen_comm *lc)
 		}
 		rc->base.type = NV_COMM_RECV;
 		rc->base.fd = lc->pend[i].fd;
+		rc->base.probe_out = nv_wire_probe_value(lc->secret, lc->pend[i].conn_id,
+							 NV_META_ROLE_RECV);
+		rc->base.probe_want = nv_wire_probe_value(lc->secret, lc->pend[i].conn_id,
+							  NV_META_ROLE_SEND);
 		nv_sock_addr_str(&lc->pend[i].peer, rc->base.peer, sizeof(rc->base.peer));
 		lc->pend[i].fd = -1;
 		nv_pending_drop(lc, i);
@@ -235,8 +272,10 @@ enum nv_acc_state {
 	NV_ACC_RECV_META,	/* waiting for the connector's metadata */
 	NV_ACC_SEND_META,	/* our META (QPs at RTS) going out */
 	NV_ACC_RECV_READY,	/* waiting for the connector's path-check result */
+	NV_ACC_PEER_PROBE,	/* waiting for the connector's probe value in our word */
 	NV_ACC_PROBE,		/* our path-proving RDMA writes in flight */
 	NV_ACC_SEND_DONE,	/* STATUS(ok) going out */
+	NV_ACC_RECV_PROVEN,	/* waiting for the connector to see our probe land */
 	NV_ACC_DONE,
 	NV_ACC_NSTATES
 };
@@ -245,8 +284,10 @@ static const char *const nv_acc_state_names[NV_ACC_NSTATES] = {
 	[NV_ACC_RECV_META] = "waiting for the connector's metadata",
 	[NV_ACC_SEND_META] = "sending our metadata",
 	[NV_ACC_RECV_READY] = "waiting for the connector's path check",
+	[NV_ACC_PEER_PROBE] = "path check (the connector's RDMA write to us)",
 	[NV_ACC_PROBE] = "path check (RDMA write to the connector)",
 	[NV_ACC_SEND_DONE] = "sending done",
+	[NV_ACC_RECV_PROVEN] = "waiting for the connector's check of our path",
 	[NV_ACC_DONE] = "connected",
 };
 
@@ -352,6 +393,20 @@ static int nv_acc_recv_ready(struct nv_listen_comm *lc)
 			       ? nv_acc_fail(lc, NV_WST_TIMEOUT) : NV_STEP_WAIT;
 	if (nv_hs_status(&lc->hs) < 0)
 		return NV_STEP_FAIL;
+	lc->hs.state = NV_ACC_PEER_PROBE;
+	lc->hs.deadline_ns = nv_probe_deadline();
+	return NV_STEP_NEXT;
+}
+
+static int nv_acc_peer_probe(struct nv_listen_comm *lc)
+{
+	struct nv_comm *c = &lc->rc->base;
+	int rc = nv_hs_peer_probe(&lc->hs, c);
+
+	if (rc == NV_STEP_FAIL)
+		return nv_acc_fail(lc, NV_WST_PROBE_LOST);
+	if (rc == NV_STEP_WAIT)
+		return rc;
 	if (nv_comm_probe_post(c) != NV_OK) {
 		snprintf(lc->hs.why, sizeof(lc->hs.why), "posting the path check (see above)");
 		return nv_acc_fail(lc, NV_WST_PROBE_FAILED);
@@ -377,6 +432,23 @@ static int nv_acc_probe(struct nv_listen_comm *lc)
 	return NV_STEP_NEXT;
 }
 
+static int nv_acc_recv_proven(struct nv_listen_comm *lc)
+{
+	int rc = nv_hs_recv(&lc->hs, lc->rc->base.fd, NV_MSG_STATUS);
+
+	if (rc < 0)
+		return NV_STEP_FAIL;
+	if (rc == 0)
+		return nv_hs_expired(&lc->hs, "the connector's check of our path") ? NV_STEP_FAIL
+										: NV_STEP_WAIT;
+	if (nv_hs_status(&lc->hs) < 0) {
+		nv_hs_peer_failed(&lc->hs, &lc->rc->base);
+		return NV_STEP_FAIL;
+	}
+	lc->hs.state = NV_ACC_DONE;
+	return NV_STEP_NEXT;
+}
+
 static int nv_acc_step(struct nv_listen_comm *lc)
 {
 	switch (lc->hs.state) {
@@ -386,10 +458,14 @@ static int nv_acc_step(struct nv_listen_comm *lc)
 		return nv_acc_send(lc, NV_ACC_RECV_READY, "the connector to read our metadata");
 	case NV_ACC_RECV_READY:
 		return nv_acc_recv_ready(lc);
+	case NV_ACC_PEER_PROBE:
+		return nv_acc_peer_probe(lc);
 	case NV_ACC_PROBE:
 		return nv_acc_probe(lc);
 	case NV_ACC_SEND_DONE:
-		return nv_acc_send(lc, NV_ACC_DONE, "the connector to read our status");
+		return nv_acc_send(lc, NV_ACC_RECV_PROVEN, "the connector to read our status");
+	case NV_ACC_RECV_PROVEN:
+		return nv_acc_recv_proven(lc);
 	default:
 		return NV_STEP_WAIT;
 	}
@@ -454,6 +530,7 @@ nv_status_t nv_net_close_listen(void *listen_comm)
 		NV_WARN("closeListen: %p is not a listen comm", listen_comm);
 		return NV_ERR_INTERNAL;
 	}
+	nv_listeners_del(lc);
 	nv_acc_abandon(lc);
 	while (lc->npend > 0)
 		nv_pending_drop(lc, lc->npend - 1);
@@ -461,4 +538,39 @@ nv_status_t nv_net_close_listen(void *listen_comm)
 	lc->type = 0;
 	free(lc);
 	return NV_OK;
+}
+
+/* Drops the accept in progress and the pending connections of every listen
+ * comm of ctx (NULL: all); the listen comms stay open. Returns how many. */
+static int nv_listen_reclaim(const struct nv_ctx *ctx)
+{
+	struct nv_listen_comm *lc;
+	int n = 0;
+
+	pthread_mutex_lock(&nv_listeners_lock);
+	for (lc = nv_listeners; lc; lc = lc->next) {
+		if (ctx && lc->ctx != ctx)
+			continue;
+		if (lc->rc) {
+			NV_INFO(NV_SUB_NET, "listener %s: reclaiming the accept from %s abandoned "
+				"while %s", lc->addr_str, lc->rc->base.peer,
+				nv_acc_state_names[lc->hs.state]);
+			nv_hs_send_failure(lc->rc->base.fd, NV_WST_TIMEOUT);
+			nv_acc_abandon(lc);
+			n++;
+		}
+		while (lc->npend > 0)
+			nv_pending_drop(lc, lc->npend - 1);
+	}
+	pthread_mutex_unlock(&nv_listeners_lock);
+	return n;
+}
+
+void nv_net_reclaim(struct nv_ctx *ctx)
+{
+	int n = nv_connect_reclaim(ctx) + nv_listen_reclaim(ctx);
+
+	if (n)
+		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "reclaimed %d connect(s)/accept(s) abandoned "
+			"mid-handshake", n);
 }

@@ -213,6 +213,8 @@ struct nv_comm {
 	uint32_t idle_polls;		/* waits without progress since the last clock read */
 	uint32_t live_stride;		/* idle polls per clock read (nv_liveness_stride) */
 	int probe_pending;		/* connect-time probes not yet completed */
+	uint64_t probe_out;		/* what our probe writes into the peer's probe word */
+	uint64_t probe_want;		/* what the peer's probe must leave in ours */
 	int nreq;
 	struct nv_request *reqs;
 	int free_head;			/* -1: pool empty */
@@ -261,6 +263,14 @@ void nv_comm_fill_meta(struct nv_comm *c, int role, struct nv_meta *m);
 nv_status_t nv_comm_probe_post(struct nv_comm *c);
 /* 1 all probes succeeded, 0 not yet, < 0 failed (logged, c->error set). */
 int nv_comm_probe_poll(struct nv_comm *c);
+/* 1 once the peer's probe left c->probe_want in our probe word, else 0. */
+int nv_comm_probe_landed(const struct nv_comm *c);
+/*
+ * Records (sticky, logged) a path check that completed on the wire but did
+ * not prove the path: `what` says which write went missing. The message
+ * names both NICs, GIDs/LIDs and QPNs (diag.c).
+ */
+void nv_comm_probe_lost(struct nv_comm *c, const char *what);
 nv_status_t nv_comm_flush_qps(struct nv_comm *c);
 nv_status_t nv_comm_destroy(struct nv_comm *c);
 /* Called once the handshake completed, before the comm is returned. */

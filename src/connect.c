@@ -4,25 +4,31 @@
  *
  * Handshake (every message: 16-byte header + fixed-size payload, wire.h):
  *   connector                                listener
- *   HELLO(secret) + META(send, QPs in INIT) ->
+ *   HELLO(secret, nonce) + META(send, QPs in INIT) ->
  *                                           <- META(recv, QPs at RTS, reduced ECE)
  *   RTR/RTS, probe RDMA write on every QP
  *   STATUS(ok | failure code)               ->
+ *                                              our probe word holds the connector's value?
  *                                              probe RDMA write on every QP
  *                                           <- STATUS(ok | failure code)
+ *   our probe word holds the listener's value?
+ *   STATUS(ok | PROBE_LOST)                 ->
  *   comm returned                              comm returned
+ * The path check proves both directions: each side's probe writes a value
+ * keyed by the listener's secret and the connector's nonce
+ * (nv_wire_probe_value) into the peer's probe word, and each side returns a
+ * comm only after it saw the PEER's value land in its own word; a write
+ * that completed but went elsewhere (another fabric where the QPNs happen to
+ * exist) fails both sides within the deadline, naming both NICs and GIDs.
  * A side that fails sends a STATUS with a failure code when it can, so the
  * other side's error names the real cause. Every state has a deadline of
  * NCCL_VERBS_CONNECT_TIMEOUT_MS; a silent or dead peer is reported by name.
  *
- * The listener keeps up to NV_LISTEN_PENDING unauthenticated connections;
- * each must present the secret within the deadline or is dropped (the
- * oldest is evicted under a flood), without disturbing the others.
- *
- * Connect state between calls lives behind a pointer stored in the second
- * half of NCCL's 128-byte handle buffer (our handle uses the first 64 bytes),
- * tagged with a per-process token so a handle from another process is never
- * mistaken for one of ours.
+ * Connect state between calls lives in the plugin's table (stage.h); the
+ * second half of NCCL's 128-byte handle buffer (our handle uses the first
+ * 64 bytes) holds only its slot and generation, tagged with a per-process
+ * token so a handle from another process is never mistaken for one of ours.
+ * Connects abandoned mid-way are reclaimed at finalize (nv_net_reclaim).
  */
 #include "config.h"
 
@@ -40,6 +46,7 @@
 #include "mr.h"
 #include "nv_api.h"
 #include "param.h"
+#include "stage.h"
 
 #define NV_STAGE_MAGIC 0x4e56535447453031ull /* "NVSTGE01" */
 #define NV_RETRY_NS 50000000ull
@@ -51,6 +58,8 @@ struct nv_connect_state {
 	int vdev;
 	int traffic_class;
 	int rndevs;		/* listener's device count, from the handle */
+	uint8_t secret[NV_WIRE_SECRET_LEN];	/* the listener's, from the handle */
+	uint64_t conn_id;	/* our random nonce, sent in the hello */
 	uint64_t next_try_ns;
 	int tries;
 };
@@ -59,7 +68,7 @@ struct nv_connect_state {
 struct nv_stage {
 	uint64_t magic;
 	uint64_t token;
-	struct nv_connect_state *cs;
+	struct nv_stage_ref ref;	/* entry of the connect table */
 };
 _Static_assert(NV_WIRE_HANDLE_SIZE + sizeof(struct nv_stage) <= 128, "stage fits the handle");
 
@@ -203,8 +212,39 @@ int nv_hs_status(struct nv_hs *hs)
 		return -1;
 	if (code == NV_WST_OK)
 		return 0;
+	hs->peer_code = code;
 	snprintf(hs->why, sizeof(hs->why), "the peer gave up: %s", nv_wire_status_str(code));
 	return -1;
+}
+
+void nv_hs_peer_failed(struct nv_hs *hs, struct nv_comm *c)
+{
+	if (hs->peer_code != NV_WST_PROBE_LOST)
+		return;
+	nv_comm_probe_lost(c, "our path-check RDMA writes completed, but the peer says they "
+			      "never reached it");
+	snprintf(hs->why, sizeof(hs->why), "the path check failed (see the error above)");
+}
+
+uint64_t nv_probe_deadline(void)
+{
+	return nv_now_ns() + (uint64_t)nv_connect_timeout_ms() * 500000ull;
+}
+
+int nv_hs_peer_probe(struct nv_hs *hs, struct nv_comm *c)
+{
+	char what[192];
+
+	if (nv_comm_probe_landed(c))
+		return NV_STEP_NEXT;
+	if (nv_now_ns() < hs->deadline_ns)
+		return NV_STEP_WAIT;
+	snprintf(what, sizeof(what), "the peer's path-check RDMA writes completed on its side, "
+		 "but none reached us within half of NCCL_VERBS_CONNECT_TIMEOUT_MS=%d",
+		 nv_connect_timeout_ms());
+	nv_comm_probe_lost(c, what);
+	snprintf(hs->why, sizeof(hs->why), "the path check failed (see the error above)");
+	return NV_STEP_FAIL;
 }
 
 /* Decodes the peer's META into c->rmeta and checks it against us. */
@@ -322,6 +362,8 @@ enum nv_con_state {
 	NV_CON_PROBE,		/* our path-proving RDMA writes in flight */
 	NV_CON_SEND_READY,	/* STATUS(ok) going out */
 	NV_CON_RECV_DONE,	/* waiting for the receiver's probe result */
+	NV_CON_PEER_PROBE,	/* waiting for the receiver's probe value in our word */
+	NV_CON_SEND_PROVEN,	/* STATUS(ok): both directions proven */
 	NV_CON_DONE,
 	NV_CON_NSTATES
 };
@@ -333,6 +375,8 @@ static const char *const nv_con_state_names[NV_CON_NSTATES] = {
 	[NV_CON_PROBE] = "path check (RDMA write to the receiver)",
 	[NV_CON_SEND_READY] = "sending ready",
 	[NV_CON_RECV_DONE] = "waiting for the receiver's path check",
+	[NV_CON_PEER_PROBE] = "path check (the receiver's RDMA write to us)",
+	[NV_CON_SEND_PROVEN] = "sending path proven",
 	[NV_CON_DONE] = "connected",
 };
 
@@ -392,12 +436,13 @@ static int nv_con_resources(struct nv_connect_state *cs)
 	}
 	nv_comm_fill_meta(c, NV_META_ROLE_SEND, m);
 	m->split = (uint8_t)nv_param_int(NV_PARAM_IB_SPLIT_DATA_ON_QPS);
-	memcpy(hello.secret, cs->hs.in, NV_WIRE_SECRET_LEN); /* stashed by nv_net_connect */
-	hello.conn_id = (uint64_t)(uintptr_t)cs;
+	memcpy(hello.secret, cs->secret, NV_WIRE_SECRET_LEN);
+	hello.conn_id = cs->conn_id;
+	c->probe_out = nv_wire_probe_value(cs->secret, cs->conn_id, NV_META_ROLE_SEND);
+	c->probe_want = nv_wire_probe_value(cs->secret, cs->conn_id, NV_META_ROLE_RECV);
 	off = nv_hs_put(cs->hs.out, NV_MSG_HELLO, &hello);
 	cs->hs.out_len = off + nv_hs_put(cs->hs.out + off, NV_MSG_META, m);
 	cs->hs.out_off = 0;
-	memset(cs->hs.in, 0, sizeof(cs->hs.in));
 	free(m);
 	return NV_STEP_NEXT;
 }
@@ -517,10 +562,26 @@ static int nv_con_recv_done(struct nv_connect_state *cs)
 	if (rc == 0)
 		return nv_hs_expired(&cs->hs, "the receiver's path check") ? NV_STEP_FAIL
 									   : NV_STEP_WAIT;
-	if (nv_hs_status(&cs->hs) < 0)
+	if (nv_hs_status(&cs->hs) < 0) {
+		nv_hs_peer_failed(&cs->hs, &cs->sc->base);
 		return NV_STEP_FAIL;
-	cs->hs.state = NV_CON_DONE;
+	}
+	cs->hs.state = NV_CON_PEER_PROBE;
+	cs->hs.deadline_ns = nv_probe_deadline();
 	return NV_STEP_NEXT;
+}
+
+static int nv_con_peer_probe(struct nv_connect_state *cs)
+{
+	int rc = nv_hs_peer_probe(&cs->hs, &cs->sc->base);
+
+	if (rc == NV_STEP_FAIL)
+		return nv_con_fail(cs, NV_WST_PROBE_LOST);
+	if (rc == NV_STEP_NEXT) {
+		nv_hs_queue_status(&cs->hs, NV_WST_OK);
+		cs->hs.state = NV_CON_SEND_PROVEN;
+	}
+	return rc;
 }
 
 static int nv_con_step(struct nv_connect_state *cs)
@@ -538,6 +599,10 @@ static int nv_con_step(struct nv_connect_state *cs)
 		return nv_con_send(cs, NV_CON_RECV_DONE, "the listener to read our status");
 	case NV_CON_RECV_DONE:
 		return nv_con_recv_done(cs);
+	case NV_CON_PEER_PROBE:
+		return nv_con_peer_probe(cs);
+	case NV_CON_SEND_PROVEN:
+		return nv_con_send(cs, NV_CON_DONE, "the listener to read our path-proven status");
 	default:
 		return NV_STEP_WAIT;
 	}
@@ -574,10 +639,68 @@ static nv_status_t nv_con_start(int dev, const void *handle, int traffic_class,
 	cs->rndevs = h.ndevs;
 	nv_sock_addr_from_handle(&h, &cs->addr);
 	nv_sock_addr_str(&cs->addr, cs->sc->base.peer, sizeof(cs->sc->base.peer));
-	memcpy(cs->hs.in, h.secret, NV_WIRE_SECRET_LEN); /* until the hello is built */
+	memcpy(cs->secret, h.secret, NV_WIRE_SECRET_LEN);
+	if (nv_random(&cs->conn_id, sizeof(cs->conn_id)) != NV_OK) {
+		free(cs->sc);
+		free(cs);
+		return NV_ERR_SYSTEM;
+	}
 	cs->hs.state = NV_CON_TCP;
 	cs->hs.deadline_ns = nv_deadline();
 	*out = cs;
+	return NV_OK;
+}
+
+static void nv_con_free(struct nv_connect_state *cs)
+{
+	nv_comm_destroy(&cs->sc->base);
+	free(cs->sc);
+	free(cs);
+}
+
+/* A connect its caller stopped calling (nv_net_reclaim): give everything back. */
+static void nv_con_reclaim(void *p)
+{
+	struct nv_connect_state *cs = p;
+
+	NV_INFO(NV_SUB_NET, "reclaiming an abandoned connect to %s (it stopped while %s)",
+		cs->sc->base.peer, nv_con_state_names[cs->hs.state]);
+	nv_hs_send_failure(cs->sc->base.fd, NV_WST_TIMEOUT);
+	nv_con_free(cs);
+}
+
+int nv_connect_reclaim(const struct nv_ctx *ctx)
+{
+	return nv_stage_reclaim(ctx, nv_con_reclaim);
+}
+
+/* The connect state of this handle buffer: resumed from the table, or a new one. */
+static nv_status_t nv_con_get(struct nv_ctx *ctx, int dev, void *handle, int traffic_class,
+			      struct nv_stage *stage, struct nv_connect_state **cs)
+{
+	char why[NV_WIRE_WHY_LEN];
+	nv_status_t st;
+
+	memcpy(stage, (char *)handle + NV_WIRE_HANDLE_SIZE, sizeof(*stage));
+	if (stage->magic == NV_STAGE_MAGIC && stage->token == nv_process_token_get()) {
+		*cs = nv_stage_take(stage->ref, why, sizeof(why));
+		if (*cs)
+			return NV_OK;
+		NV_WARN("connect on device %d: the handle buffer %p is not usable: %s", dev, handle,
+			why);
+		return NV_ERR_INVALID;
+	}
+	st = nv_con_start(dev, handle, traffic_class, cs);
+	if (st != NV_OK)
+		return st;
+	st = nv_stage_add(*cs, ctx, &stage->ref);
+	if (st != NV_OK) {
+		nv_con_free(*cs);
+		return st;
+	}
+	stage->magic = NV_STAGE_MAGIC;
+	stage->token = nv_process_token_get();
+	memcpy((char *)handle + NV_WIRE_HANDLE_SIZE, stage, sizeof(*stage));
 	return NV_OK;
 }
 
@@ -589,25 +712,18 @@ nv_status_t nv_net_connect(struct nv_ctx *ctx, int dev, void *handle, int traffi
 	nv_status_t st;
 	int rc;
 
-	(void)ctx;
 	*send_comm = NULL;
-	memcpy(&stage, (char *)handle + NV_WIRE_HANDLE_SIZE, sizeof(stage));
-	if (stage.magic == NV_STAGE_MAGIC && stage.token == nv_process_token_get() && stage.cs) {
-		cs = stage.cs;
-	} else {
-		st = nv_con_start(dev, handle, traffic_class, &cs);
-		if (st != NV_OK)
-			return st;
-		stage.magic = NV_STAGE_MAGIC;
-		stage.token = nv_process_token_get();
-		stage.cs = cs;
-		memcpy((char *)handle + NV_WIRE_HANDLE_SIZE, &stage, sizeof(stage));
-	}
+	st = nv_con_get(ctx, dev, handle, traffic_class, &stage, &cs);
+	if (st != NV_OK)
+		return st;
 	do
 		rc = nv_con_step(cs);
 	while (rc == NV_STEP_NEXT && cs->hs.state != NV_CON_DONE);
-	if (rc == NV_STEP_WAIT)
+	if (rc == NV_STEP_WAIT) {
+		nv_stage_untake(stage.ref);
 		return NV_OK;
+	}
+	nv_stage_remove(stage.ref);
 	memset((char *)handle + NV_WIRE_HANDLE_SIZE, 0, sizeof(stage));
 	if (rc == NV_STEP_FAIL) {
 		char id[160];
@@ -616,9 +732,7 @@ nv_status_t nv_net_connect(struct nv_ctx *ctx, int dev, void *handle, int traffi
 			nv_comm_hs_ident(&cs->sc->base, "from", id, sizeof(id)),
 			nv_con_state_names[cs->hs.state], cs->hs.why);
 		st = nv_hs_status_of(&cs->hs);
-		nv_comm_destroy(&cs->sc->base);
-		free(cs->sc);
-		free(cs);
+		nv_con_free(cs);
 		return st;
 	}
 	nv_send_comm_ready(cs->sc);

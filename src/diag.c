@@ -143,3 +143,25 @@ void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc)
 		     port_hint ? port_hint
 			       : nv_wc_hint(wc->status, mem & (NV_MEM_CUDA | NV_MEM_DMABUF), kind));
 }
+
+void nv_comm_probe_lost(struct nv_comm *c, const char *what)
+{
+	const struct nv_comm_qp *q = c->qps && c->nqps > 0 ? &c->qps[0] : NULL;
+	const struct nv_comm_dev *d = q ? &c->dev[q->dev] : &c->dev[0];
+	const struct nv_meta_dev *r = c->rmeta && q ? &c->rmeta->dev[q->rdev] : NULL;
+	char lg[64], rg[64];
+
+	nv_ibv_gid_str(&d->gid.gid, lg, sizeof(lg));
+	if (r)
+		nv_ibv_gid_str((const union ibv_gid *)r->gid, rg, sizeof(rg));
+	nv_comm_fail(c, NV_ERR_REMOTE,
+		     "connect-time path check failed: %s; local %s:%u LID 0x%x GID %s QPN 0x%x; "
+		     "remote %.32s port %u LID 0x%x GID %s QPN 0x%x; peer %s; hint: our QPs reached "
+		     "some QP with the peer's number, but not the peer: the two sides are on "
+		     "different fabrics (a handle taken to another cluster?) or the peer's LID/GID "
+		     "leads to another host",
+		     what, d->hca ? d->hca->name : "?", d->dev ? d->dev->port : 0,
+		     d->dev ? d->dev->lid : 0, lg, q && q->qp ? q->qp->qp_num : 0,
+		     r ? r->name : "?", r ? r->port : 0, r ? r->lid : 0, r ? rg : "?",
+		     q ? q->rqpn : 0, c->peer);
+}

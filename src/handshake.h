@@ -29,6 +29,7 @@ struct nv_hs {
 	struct nv_msg_hdr hdr;
 	int have_hdr;
 	uint32_t local_code;	/* NV_WST_* of our own failure, NV_WST_OK if the peer's */
+	uint32_t peer_code;	/* NV_WST_* failure the peer sent us, NV_WST_OK if none */
 	nv_status_t local_st;	/* status of the local step that failed, NV_OK if none */
 	char why[NV_WIRE_WHY_LEN];
 };
@@ -52,8 +53,24 @@ int nv_hs_recv(struct nv_hs *hs, int fd, uint16_t want);
 int nv_hs_status(struct nv_hs *hs);
 int nv_hs_meta(struct nv_hs *hs, struct nv_comm *c, int role, uint32_t *code);
 int nv_hs_expired(struct nv_hs *hs, const char *waiting_for);
+/*
+ * The second half of the path check, after the peer said its probe writes
+ * completed: NV_STEP_NEXT once its keyed value (c->probe_want) is in our
+ * probe word, NV_STEP_WAIT until then, NV_STEP_FAIL (logged with both NICs
+ * and GIDs, c->error set) after half the connect timeout: a completed RC
+ * write has landed before its ack, so the value is normally there at once,
+ * and the peer, waiting a whole timeout for our verdict, still hears it.
+ * The caller sets hs->deadline_ns = nv_probe_deadline() on entering.
+ */
+uint64_t nv_probe_deadline(void);
+int nv_hs_peer_probe(struct nv_hs *hs, struct nv_comm *c);
+/* After a STATUS the peer failed with: the detailed message for PROBE_LOST. */
+void nv_hs_peer_failed(struct nv_hs *hs, struct nv_comm *c);
 int nv_hs_flush_out(struct nv_hs *hs, int fd);
 int nv_comm_data_qps(const struct nv_comm *c, int split);
+/* Gives back every connect of ctx (NULL: of all) that its caller abandoned
+ * mid-handshake (part of nv_net_reclaim, accept.c). Returns how many. */
+int nv_connect_reclaim(const struct nv_ctx *ctx);
 /* nv_status_t for a failed handshake: local resources, configuration or the peer. */
 nv_status_t nv_hs_status_of(const struct nv_hs *hs);
 

@@ -39,6 +39,13 @@ nv_status_t nv_net_iflush(void *recv_comm, int n, void **data, int *sizes, void 
 /* sizes: NULL or one entry per grouped receive (int, as in the ABI). */
 nv_status_t nv_net_test(void *request, int *done, int *sizes);
 
+/*
+ * Gives back everything held by connects and accepts of ctx (NULL: of every
+ * context) that their caller abandoned mid-handshake: called at finalize(ctx)
+ * and, for the per-process context, at the last finalize or unload.
+ */
+void nv_net_reclaim(struct nv_ctx *ctx);
+
 /* Total and idempotent; keep going after a failed step, return the first error. */
 nv_status_t nv_net_close_send(void *send_comm);
 nv_status_t nv_net_close_recv(void *recv_comm);

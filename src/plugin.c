@@ -11,6 +11,8 @@
  * -z nodelete so a dlclose cannot unmap running threads). v11/v12 init is
  * per communicator: each ctx holds one reference and finalize(ctx) drops it,
  * so the last finalize releases everything and a later init starts afresh.
+ * Connects and accepts abandoned mid-handshake are given back at finalize of
+ * their ctx, the per-process context's at the last finalize or at unload.
  */
 #include "config.h"
 
@@ -123,6 +125,7 @@ static void nv_global_put(void)
 {
 	pthread_mutex_lock(&nv_init_lock);
 	if (nv_global_refs > 0 && --nv_global_refs == 0) {
+		nv_net_reclaim(NULL); /* before the devices go: they hold PDs */
 		nv_devices_fini();
 		nv_param_reset();
 		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "plugin %s finalized", NV_PLUGIN_NAME);
@@ -138,6 +141,8 @@ static void nv_global_put(void)
 __attribute__((destructor)) static void nv_plugin_exit(void)
 {
 	pthread_mutex_lock(&nv_init_lock);
+	if (nv_legacy_ref && nv_global_refs == 1)
+		nv_net_reclaim(&nv_legacy_ctx); /* connects/accepts abandoned mid-handshake */
 	if (nv_legacy_ref && nv_global_refs == 1 && !nv_devices_busy()) {
 		nv_log_set_logger(NULL);
 		nv_legacy_ref = false;
@@ -201,6 +206,7 @@ ncclResult_t nv_finalize(void *ctx)
 {
 	if (!ctx)
 		return ncclSuccess; /* init failed: it took no reference */
+	nv_net_reclaim(ctx);
 	free(ctx);
 	nv_global_put();
 	return ncclSuccess;

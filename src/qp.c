@@ -22,8 +22,6 @@
 #include "nv_api.h"
 #include "param.h"
 
-#define NV_PROBE_VALUE 0x6e7670726f626521ull
-
 static size_t nv_comm_ctrl_size(int type)
 {
 	return type == NV_COMM_SEND ? sizeof(struct nv_send_ctrl) : sizeof(struct nv_recv_ctrl);
@@ -441,7 +439,7 @@ nv_status_t nv_comm_probe_post(struct nv_comm *c)
 	nv_status_t st;
 	int i;
 
-	*src = NV_PROBE_VALUE;
+	*src = c->probe_out;
 	for (i = 0; i < c->nqps; i++) {
 		struct nv_comm_qp *q = &c->qps[i];
 
@@ -485,6 +483,15 @@ int nv_comm_probe_poll(struct nv_comm *c)
 		}
 	}
 	return c->probe_pending == 0;
+}
+
+int nv_comm_probe_landed(const struct nv_comm *c)
+{
+	const uint64_t *w = c->type == NV_COMM_SEND ? &((const struct nv_send_ctrl *)c->ctrl)->probe_in
+						    : &((const struct nv_recv_ctrl *)c->ctrl)->probe_in;
+
+	/* Written by the peer's NIC: read it fresh each time. */
+	return c->ctrl && __atomic_load_n(w, __ATOMIC_ACQUIRE) == c->probe_want;
 }
 
 /* GDR flush: one RC QP per device connected to itself (INIT with REMOTE_READ). */

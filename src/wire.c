@@ -107,6 +107,7 @@ static const char *const nv_wire_status_names[NV_WST_MAX_] = {
 	[NV_WST_BAD_SECRET] = "we did not present the secret of its handle (stale, foreign or "
 			      "corrupted handle)",
 	[NV_WST_TIMEOUT] = "it gave up waiting for us (NCCL_VERBS_CONNECT_TIMEOUT_MS)",
+	[NV_WST_PROBE_LOST] = "our path-proving RDMA write completed but never reached it",
 };
 
 const char *nv_wire_status_str(uint32_t code)
@@ -140,6 +141,30 @@ static int nv_wire_all_zero(const void *p, size_t n)
 		if (b[i])
 			return 0;
 	return 1;
+}
+
+static uint64_t nv_wire_mix(uint64_t x)
+{
+	/* splitmix64's finalizer */
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+uint64_t nv_wire_probe_value(const uint8_t *secret, uint64_t conn_id, int role)
+{
+	uint64_t h = 0x6e7670726f626532ull ^ (uint64_t)(unsigned)role, w;
+	int i;
+
+	for (i = 0; i < NV_WIRE_SECRET_LEN; i += 8) {
+		memcpy(&w, secret + i, sizeof(w));
+		h = nv_wire_mix(h ^ w);
+	}
+	h = nv_wire_mix(h ^ conn_id);
+	h = nv_wire_mix(h ^ (uint64_t)(unsigned)role << 32);
+	return h ? h : 1;
 }
 
 int nv_wire_secret_equal(const uint8_t *a, const uint8_t *b)

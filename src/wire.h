@@ -21,7 +21,7 @@
 #include "nv_common.h"
 
 #define NV_WIRE_MAGIC 0x4e564d31u /* "NVM1" */
-#define NV_WIRE_VERSION 1
+#define NV_WIRE_VERSION 2 /* 2: keyed path probe, connector confirms the proof */
 #define NV_WIRE_SECRET_LEN 32
 #define NV_WIRE_HANDLE_SIZE 64 /* <= NCCL_NET_HANDLE_MAXSIZE (128) */
 #define NV_WIRE_MAX_DEVS 8     /* devices of one (virtual) NIC */
@@ -60,7 +60,7 @@ struct nv_msg_hdr {
 
 struct nv_hello {
 	uint8_t secret[NV_WIRE_SECRET_LEN];
-	uint64_t conn_id;	/* connector's id for log lines */
+	uint64_t conn_id;	/* connector's random per-connection nonce (also names it in logs) */
 };
 
 /* Status codes carried by NV_MSG_STATUS. Texts come from our own table. */
@@ -73,7 +73,8 @@ enum nv_wire_status {
 	NV_WST_RESOURCES = 5,		/* out of memory / verbs resources */
 	NV_WST_BAD_SECRET = 6,		/* the connector's secret did not match */
 	NV_WST_TIMEOUT = 7,		/* the peer gave up waiting for us */
-	NV_WST_MAX_ = 8,
+	NV_WST_PROBE_LOST = 8,		/* our path probe completed but never reached the peer */
+	NV_WST_MAX_ = 9,
 };
 const char *nv_wire_status_str(uint32_t code);
 
@@ -138,6 +139,16 @@ nv_status_t nv_wire_status_decode(const void *buf, size_t len, uint32_t *code,
 void nv_wire_meta_encode(const struct nv_meta *m, void *buf /* NV_WIRE_META_SIZE */);
 nv_status_t nv_wire_meta_decode(const void *buf, size_t len, struct nv_meta *m,
 				char *why, size_t why_len);
+
+/*
+ * The word a side's connect-time path probe writes into its peer's probe
+ * word: keyed by the listener's secret and the connector's nonce (hello
+ * conn_id), so only the peer that took part in this handshake can produce
+ * it; role is the writer's NV_META_ROLE_*. Never 0 (probe words start 0).
+ * A mixing function, not a MAC: it tells our peer's write from any other
+ * write that reaches the word (a QP of another fabric with the same QPN).
+ */
+uint64_t nv_wire_probe_value(const uint8_t *secret, uint64_t conn_id, int role);
 
 /* Constant-time comparison of two secrets. */
 int nv_wire_secret_equal(const uint8_t *a, const uint8_t *b);

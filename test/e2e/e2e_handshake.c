@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "e2e.h"
+#include "wire.h"
 
 #define T 20.0
 #define TIMEOUT_MS 1500
@@ -138,22 +139,25 @@ static void garbage_and_truncated(struct e2e_net *n, int dev)
 	static const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n0123456789abcdef0123456789abcdef"
 				   "0123456789abcdef";
 	char handle[E2E_HANDLE_SIZE];
+	char other_version[64];
 	void *lc;
 	int fd1, fd2, fd3, fd4;
 
+	snprintf(other_version, sizeof(other_version), "protocol version %d, ours is %d",
+		 NV_WIRE_VERSION + 1, NV_WIRE_VERSION);
 	E2E_OK(e2e_listen(n, dev, handle, &lc));
 	fd1 = raw_connect((unsigned char *)handle);
 	E2E_CHECK(write(fd1, junk, sizeof(junk)) == (ssize_t)sizeof(junk));
 	fd2 = raw_connect((unsigned char *)handle);
 	E2E_CHECK(write(fd2, handle, 10) == 10); /* 10 bytes of something, then gone */
 	close(fd2);
-	fd3 = raw_hello((unsigned char *)handle, 2, 48);	/* another protocol version */
-	fd4 = raw_hello((unsigned char *)handle, 1, 1u << 30); /* oversized */
+	fd3 = raw_hello((unsigned char *)handle, NV_WIRE_VERSION + 1, 48); /* another version */
+	fd4 = raw_hello((unsigned char *)handle, NV_WIRE_VERSION, 1u << 30); /* oversized */
 	good_connection(n, lc, dev, handle);
 	poll_listener(n, lc, "closed before its hello");
 	poll_listener(n, lc, "expected 48");
 	if (!e2e_warned("bad magic") || !e2e_warned("closed before its hello") ||
-	    !e2e_warned("protocol version 2, ours is 1") || !e2e_warned("expected 48"))
+	    !e2e_warned(other_version) || !e2e_warned("expected 48"))
 		E2E_FAIL("garbage / truncated / foreign-version / oversized hello not reported:\n%s",
 			 e2e_warn_text());
 	close(fd1);

@@ -25,7 +25,9 @@ FAULT_TESTS = \
 	test/fault/fault_threads \
 	test/fault/fault_memlock \
 	test/fault/fault_probe \
-	test/fault/fault_cq
+	test/fault/fault_cq \
+	test/fault/fault_misroute \
+	test/fault/fault_abandon
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -65,6 +67,14 @@ test_fault_fault_memlock_LDADD = $(FAULT_LDADD)
 test_fault_fault_probe_SOURCES = test/fault/fault_probe.c
 test_fault_fault_probe_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_probe_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_misroute_SOURCES = test/fault/fault_misroute.c
+test_fault_fault_misroute_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_misroute_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_abandon_SOURCES = test/fault/fault_abandon.c
+test_fault_fault_abandon_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_abandon_LDADD = $(FAULT_LDADD)
 
 test_fault_fault_cq_SOURCES = test/fault/fault_cq.c
 test_fault_fault_cq_CPPFLAGS = $(FAULT_CPPFLAGS)
@@ -116,7 +126,8 @@ check-tsan:
 FAULT_VALGRIND_TESTS = test/e2e/e2e_loopback test/e2e/e2e_handshake test/e2e/e2e_kill \
 	test/e2e/e2e_errors test/e2e/e2e_vnic test/e2e/e2e_multi \
 	test/fault/fault_qp test/fault/fault_kill test/fault/fault_cycles \
-	test/fault/fault_handshake test/fault/fault_threads test/fault/fault_soak
+	test/fault/fault_handshake test/fault/fault_threads test/fault/fault_soak \
+	test/fault/fault_abandon
 check-valgrind:
 	@if ! command -v valgrind >/dev/null 2>&1; then \
 	  echo "check-valgrind: SKIP (valgrind not installed)"; exit 0; fi; \
