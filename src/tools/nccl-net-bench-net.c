@@ -180,6 +180,16 @@ int nb_net_load(struct nb_net *net, const char *spec, int want_version)
 	memset(net, 0, sizeof(*net));
 	if (!spec || !*spec)
 		spec = getenv("NCCL_NET_PLUGIN");
+	if (spec && (!strcmp(spec, NB_NCCL_IB) || !strncmp(spec, NB_NCCL_IB ":", 8))) {
+		if (nb_net_load_nccl_ib(net, spec[7] ? spec + 8 : NULL) != 0)
+			return -1;
+		if (want_version && want_version != net->version) {
+			nb_err("NCCL's IB transport in %s has a v%d table, not v%d", net->path,
+			       net->version, want_version);
+			return -1;
+		}
+		return 0;
+	}
 	rc = (spec && *spec) ? nb_open_spec(net, spec, errs, sizeof(errs))
 			     : nb_open_default(net, errs, sizeof(errs));
 	if (rc != 0) {

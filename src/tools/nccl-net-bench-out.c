@@ -1,7 +1,8 @@
 /*
  * nccl-net-bench-out.c - results as an nccl-tests style table, as CSV, and as
  * a hand-written SVG chart (bus bandwidth against log2 message size, one line
- * per test) so no plotting package is needed.
+ * per test and plugin) so no plotting package is needed, and the comparison
+ * table of a run with several plugins.
  */
 #include "config.h"
 
@@ -100,7 +101,7 @@ void nb_out_summary(int t, const struct nb_result *rs, int n)
 	fflush(stdout);
 }
 
-int nb_out_csv(const char *path, const struct nb_result *rs, int n, const struct nb_ctx *c)
+int nb_out_csv(const char *path, const struct nb_result *rs, int n, const struct nb_ctx *cs)
 {
 	FILE *f = fopen(path, "w");
 	int i;
@@ -111,11 +112,14 @@ int nb_out_csv(const char *path, const struct nb_result *rs, int n, const struct
 	}
 	fprintf(f, "test,nranks,size,count,type,redop,time_us,algbw_GBps,busbw_GBps,wrong,"
 		   "plugin,net_version,time_min_us,cpu_busbw_GBps\n");
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
+		const struct nb_ctx *c = &cs[rs[i].plugin];
+
 		fprintf(f, "%s,%d,%zu,%zu,%s,%s,%.3f,%.4f,%.4f,%ld,%s,%d,%.3f,%.4f\n",
 			nb_test_name(rs[i].test), c->nranks, rs[i].size, rs[i].count, rs[i].type,
 			rs[i].redop, rs[i].time_us, rs[i].algbw, rs[i].busbw, rs[i].wrong,
 			c->e->net->name, c->e->net->version, rs[i].time_min_us, rs[i].cpu_busbw);
+	}
 	if (fclose(f) != 0) {
 		nb_err("cannot write %s: %s", path, strerror(errno));
 		return -1;
@@ -200,30 +204,37 @@ static void nb_svg_axes(const struct nb_plot *p)
 		(NB_T + NB_H - NB_B) / 2);
 }
 
+/* One line: test t of plugin pl (label names the plugin when several are drawn). */
 static void nb_svg_series(const struct nb_plot *p, const struct nb_result *rs, int n, int t,
-			  int k)
+			  int pl, const char *label, int k)
 {
 	static const char *const colors[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
 					      "#9467bd", "#8c564b" };
 	const char *col = colors[k % 6];
 	int i;
 
-	fprintf(p->f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
+	fprintf(p->f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
+		col, pl ? " stroke-dasharray=\"6 3\"" : "");
 	for (i = 0; i < n; i++)
-		if (rs[i].test == t)
+		if (rs[i].test == t && rs[i].plugin == pl)
 			fprintf(p->f, "%.1f,%.1f ", nb_px(p, (double)rs[i].size),
 				nb_py(p, rs[i].busbw));
 	fprintf(p->f, "\"/>\n");
 	for (i = 0; i < n; i++)
-		if (rs[i].test == t)
+		if (rs[i].test == t && rs[i].plugin == pl)
 			fprintf(p->f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>"
 				"%s %zu B: %.3f GB/s</title></circle>\n",
 				nb_px(p, (double)rs[i].size), nb_py(p, rs[i].busbw), col,
 				nb_test_name(t), rs[i].size, rs[i].busbw);
 	fprintf(p->f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\"/>\n",
 		NB_W - NB_R + 16, NB_T + 10 + k * 22, col);
-	fprintf(p->f, "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"13\">%s"
-		   "</text>\n", NB_W - NB_R + 36, NB_T + 22 + k * 22, nb_test_name(t));
+	fprintf(p->f, "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"13\">%s",
+		NB_W - NB_R + 36, NB_T + 22 + k * 22, nb_test_name(t));
+	if (label) {
+		fputs(" ", p->f);
+		nb_svg_escape(p->f, label);
+	}
+	fputs("</text>\n", p->f);
 }
 
 static void nb_svg_range(struct nb_plot *p, const struct nb_result *rs, int n)
@@ -247,10 +258,11 @@ static void nb_svg_range(struct nb_plot *p, const struct nb_result *rs, int n)
 		p->ymax = ym * 1.1;
 }
 
-int nb_out_svg(const char *path, const struct nb_result *rs, int n, const struct nb_ctx *c)
+int nb_out_svg(const char *path, const struct nb_result *rs, int n, const struct nb_ctx *cs,
+	       int np)
 {
 	struct nb_plot p = { 0 };
-	int t, k = 0;
+	int t, pl, k = 0;
 
 	p.f = fopen(path, "w");
 	if (!p.f) {
@@ -264,18 +276,25 @@ int nb_out_svg(const char *path, const struct nb_result *rs, int n, const struct
 		NB_W, NB_H);
 	fprintf(p.f, "<text x=\"%d\" y=\"30\" font-family=\"sans-serif\" font-size=\"16\" "
 		     "text-anchor=\"middle\">nccl-net-bench: ", (NB_L + NB_W - NB_R) / 2);
-	nb_svg_escape(p.f, c->e->net->name);
-	fprintf(p.f, " (ncclNet v%d), %d ranks, device ", c->e->net->version, c->nranks);
-	nb_svg_escape(p.f, c->props.name);
+	for (pl = 0; pl < np; pl++) {
+		fputs(pl ? " vs " : "", p.f);
+		nb_svg_escape(p.f, cs[pl].e->net->name);
+		fprintf(p.f, " (ncclNet v%d)", cs[pl].e->net->version);
+	}
+	fprintf(p.f, ", %d ranks, device ", cs[0].nranks);
+	nb_svg_escape(p.f, cs[0].props.name);
 	fprintf(p.f, "</text>\n");
 	nb_svg_axes(&p);
 	for (t = 0; t < NB_T_COUNT; t++) {
-		int i, has = 0;
+		for (pl = 0; pl < np; pl++) {
+			int i, has = 0;
 
-		for (i = 0; i < n; i++)
-			has |= rs[i].test == t;
-		if (has)
-			nb_svg_series(&p, rs, n, t, k++);
+			for (i = 0; i < n; i++)
+				has |= rs[i].test == t && rs[i].plugin == pl;
+			if (has)
+				nb_svg_series(&p, rs, n, t, pl, np > 1 ? cs[pl].e->net->name : NULL,
+					      k++);
+		}
 	}
 	fprintf(p.f, "</svg>\n");
 	if (fclose(p.f) != 0) {
@@ -283,4 +302,47 @@ int nb_out_svg(const char *path, const struct nb_result *rs, int n, const struct
 		return -1;
 	}
 	return 0;
+}
+
+/* ---- comparison ------------------------------------------------------------ */
+
+static const struct nb_result *nb_find(const struct nb_result *rs, int n, int t, int pl,
+				       size_t size)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (rs[i].test == t && rs[i].plugin == pl && rs[i].size == size)
+			return &rs[i];
+	return NULL;
+}
+
+void nb_out_compare(int t, const struct nb_result *rs, int n, const struct nb_ctx *cs, int np)
+{
+	int lat = t == NB_T_LATENCY, i, pl;
+
+	printf("#\n# %s comparison: %s per plugin, ratio to %s (same run, sizes interleaved)\n",
+	       nb_test_name(t), lat ? "half round trip (us)" : "busbw (GB/s)",
+	       cs[0].e->net->name);
+	printf("# %10s", "size (B)");
+	for (pl = 0; pl < np; pl++)
+		printf(" %12.12s%s", cs[pl].e->net->name, pl ? "    ratio" : "");
+	printf("\n");
+	for (i = 0; i < n; i++) {
+		const struct nb_result *base = &rs[i];
+
+		if (base->test != t || base->plugin != 0)
+			continue;
+		printf("  %10zu %12.3f", base->size, lat ? base->time_us : base->busbw);
+		for (pl = 1; pl < np; pl++) {
+			const struct nb_result *r = nb_find(rs, n, t, pl, base->size);
+			double v = r ? (lat ? r->time_us : r->busbw) : 0;
+			double b = lat ? base->time_us : base->busbw;
+
+			printf(" %12.3f %8.2f", v, b > 0 ? v / b : 0);
+		}
+		printf("\n");
+	}
+	printf("#\n");
+	fflush(stdout);
 }

@@ -79,7 +79,11 @@ static void nb_usage(FILE *f)
 "                        join a multi-host run (also OMPI_COMM_WORLD_RANK/SIZE,\n"
 "                        PMI_RANK/SIZE, SLURM_PROCID/NTASKS; NCCL_NET_BENCH_ROOT)\n"
 "  -p, --plugin NAME|PATH  plugin like NCCL_NET_PLUGIN (default: this build's\n"
-"                        or the installed libnccl-net-verbs.so)\n"
+"                        or the installed libnccl-net-verbs.so); nccl-ib[:PATH]\n"
+"                        is NCCL's own IB transport, taken from libnccl.so.2\n"
+"                        (default /usr/local/cuda/lib64, NCCL_NET_BENCH_NCCL_LIB);\n"
+"                        A,B,... runs every test on each plugin, sizes\n"
+"                        interleaved, and prints a comparison table\n"
 "  -V, --net-version N   use the plugin's ncclNetPlugin_vN table (default newest)\n"
 "  -d, --dev N           plugin device index (default 0)\n"
 "  -B, --buffsize SIZE   per-connection buffer, NCCL_BUFFSIZE-like (default 4M)\n"
@@ -87,7 +91,8 @@ static void nb_usage(FILE *f)
 "      --flush auto|on|off  iflush after receives (auto: forceFlush property or\n"
 "                        NCCL_NET_FORCE_FLUSH=1)\n"
 "      --csv FILE        write results as CSV\n"
-"      --plot FILE.svg   draw bus bandwidth against message size\n"
+"      --plot FILE.svg   draw bus bandwidth against message size (a line per\n"
+"                        test and plugin)\n"
 "      --yield US        after US microseconds without progress, sched_yield() on\n"
 "                        each idle pass (default 0 = at once, like NCCL's\n"
 "                        proxy thread; -1 = always spin)\n"
@@ -171,6 +176,31 @@ static int nb_opt_one(struct nb_opts *o, int ch, const char *arg)
 	}
 }
 
+/* -p A,B,...: o->plugins (one NULL entry, the default plugin, without -p). */
+static int nb_split_plugins(struct nb_opts *o)
+{
+	char *list, *tok, *save = NULL;
+
+	o->nplugins = 1;
+	o->plugins[0] = NULL;
+	if (!o->plugin || !strchr(o->plugin, ','))
+		return (o->plugins[0] = o->plugin), 0;
+	list = strdup(o->plugin);	/* lives as long as the process */
+	o->nplugins = 0;
+	for (tok = list ? strtok_r(list, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+		if (o->nplugins == NB_MAX_PLUGINS) {
+			nb_err("-p: at most %d plugins", NB_MAX_PLUGINS);
+			return -1;
+		}
+		o->plugins[o->nplugins++] = tok;
+	}
+	if (o->nplugins == 0) {
+		nb_err("-p '%s' names no plugin", o->plugin);
+		return -1;
+	}
+	return 0;
+}
+
 static int nb_opts_check(struct nb_opts *o)
 {
 	if (o->iters < 1 || o->warmup < 0 || o->repeat < 1 || o->repeat > NB_MAX_REPEAT) {
@@ -191,7 +221,7 @@ static int nb_opts_check(struct nb_opts *o)
 	}
 	if (o->timeout <= 0)
 		o->timeout = 600;
-	return 0;
+	return nb_split_plugins(o);
 }
 
 static int nb_opts_parse(struct nb_opts *o, int argc, char **argv)
@@ -369,42 +399,77 @@ static size_t nb_next_size(const struct nb_opts *o, size_t s)
 	return n > s ? n : s + 1;
 }
 
-/* One test over the whole size sweep; results appended to rs. */
-static int nb_one_test(int t, struct nb_ctx *c, struct nb_result *rs, int *nres)
+/* Tables of a multi-plugin run: each plugin's rows of test t from rs[first], then the comparison. */
+static void nb_print_tables(int t, struct nb_ctx *cs, int np, const struct nb_result *rs,
+			    int first, int n)
+{
+	static struct nb_result mine[NB_MAX_RESULTS];
+	int pl, i, k;
+
+	for (pl = 0; pl < np; pl++) {
+		nb_out_header(t, &cs[pl]);
+		for (i = first, k = 0; i < n; i++)
+			if (rs[i].plugin == pl) {
+				nb_out_row(&rs[i]);
+				mine[k++] = rs[i];
+			}
+		nb_out_summary(t, mine, k);
+	}
+	nb_out_compare(t, rs + first, n - first, cs, np);
+}
+
+/*
+ * One test over the whole size sweep on each of the np plugins (cs[]),
+ * every size measured on each plugin in turn so load hits all alike;
+ * results appended to rs.
+ */
+static int nb_one_test(int t, struct nb_ctx *cs, int np, struct nb_result *rs, int *nres)
 {
 	struct nb_edge edges[256];
-	int nedges = nb_test_edges(t, c, edges, 256);
+	const struct nb_opts *o = cs[0].o;
+	int nedges, pl, first = *nres, quiet = o->quiet || cs[0].rank != 0;
 	size_t size;
 
-	if (nb_engine_connect(c->e, edges, nedges) != 0)
-		return -1;
-	if (c->rank == 0 && !c->o->quiet)
-		nb_out_header(t, c);
-	for (size = c->o->minbytes; size <= c->o->maxbytes; size = nb_next_size(c->o, size)) {
-		struct nb_result r;
-
+	for (pl = 0; pl < np; pl++) {
+		nedges = nb_test_edges(t, &cs[pl], edges, 256);
+		if (nb_engine_connect(cs[pl].e, edges, nedges) != 0)
+			return -1;
+	}
+	if (np == 1 && !quiet)
+		nb_out_header(t, &cs[0]);
+	for (size = o->minbytes; size <= o->maxbytes; size = nb_next_size(o, size)) {
 		if (t == NB_T_ALLREDUCE && size < sizeof(float))
 			continue;
-		if (nb_measure(t, c, size, &r) != 0)
-			return -1;
-		if (c->rank == 0 && !c->o->quiet)
-			nb_out_row(&r);
-		if (*nres < NB_MAX_RESULTS)
-			rs[(*nres)++] = r;
+		for (pl = 0; pl < np; pl++) {
+			struct nb_result r;
+
+			memset(&r, 0, sizeof(r));
+			if (nb_measure(t, &cs[pl], size, &r) != 0)
+				return -1;
+			r.plugin = pl;
+			if (np == 1 && !quiet)
+				nb_out_row(&r);
+			if (*nres < NB_MAX_RESULTS)
+				rs[(*nres)++] = r;
+		}
 	}
-	if (c->rank == 0)
+	if (cs[0].rank == 0 && np == 1)
 		nb_out_summary(t, rs, *nres);
-	nb_engine_close(c->e);
-	return nb_oob_barrier(c->e->oob);
+	else if (cs[0].rank == 0)
+		nb_print_tables(t, cs, np, rs, first, *nres);
+	for (pl = 0; pl < np; pl++)
+		nb_engine_close(cs[pl].e);
+	return nb_oob_barrier(cs[0].e->oob);
 }
 
 /* ---- rank main ------------------------------------------------------------- */
 
-static int nb_open_plugin(struct nb_net *net, const struct nb_opts *o, struct nb_ctx *c)
+static int nb_open_plugin(struct nb_net *net, const char *spec, const struct nb_opts *o,
+			  struct nb_ctx *c)
 {
 	int ndev = 0;
 
-	if (nb_net_load(net, o->plugin, o->net_version) != 0 || nb_net_init(net) != 0 ||
+	if (nb_net_load(net, spec, o->net_version) != 0 || nb_net_init(net) != 0 ||
 	    nb_net_devices(net, &ndev) != 0)
 		return -1;
 	if (ndev <= 0 || o->dev < 0 || o->dev >= ndev) {
@@ -416,13 +481,13 @@ static int nb_open_plugin(struct nb_net *net, const struct nb_opts *o, struct nb
 	return nb_net_props(net, o->dev, &c->props);
 }
 
-static int nb_list(const struct nb_opts *o)
+static int nb_list_one(const struct nb_opts *o, const char *spec)
 {
 	struct nb_props p;
 	struct nb_net net;
 	int ndev = 0, d;
 
-	if (nb_net_load(&net, o->plugin, o->net_version) != 0 || nb_net_init(&net) != 0 ||
+	if (nb_net_load(&net, spec, o->net_version) != 0 || nb_net_init(&net) != 0 ||
 	    nb_net_devices(&net, &ndev) != 0)
 		return 1;
 	printf("plugin %s (%s), ncclNet v%d, %d device(s)\n", net.name, net.path, net.version,
@@ -436,6 +501,16 @@ static int nb_list(const struct nb_opts *o)
 		       p.force_flush, p.reg_is_global, p.pci);
 	}
 	nb_net_unload(&net);
+	return 0;
+}
+
+static int nb_list(const struct nb_opts *o)
+{
+	int pl;
+
+	for (pl = 0; pl < o->nplugins; pl++)
+		if (nb_list_one(o, o->plugins[pl]) != 0)
+			return 1;
 	return 0;
 }
 
@@ -457,44 +532,54 @@ static void nb_setup_ctx(struct nb_ctx *c, const struct nb_opts *o)
 		       c->props.speed, c->props.max_recvs, c->e->flush ? ", iflush on" : "");
 }
 
+static void nb_engine_setup(struct nb_engine *e, struct nb_net *net, struct nb_oob *oob,
+			    const struct nb_opts *o)
+{
+	e->net = net;
+	e->oob = oob;
+	e->dev = o->dev;
+	e->buffsize = o->buffsize;
+	e->yield_us = o->yield_us;
+	e->stats = o->stats;
+}
+
 static int nb_rank_main(const struct nb_opts *o, const char *host, int port, int lfd)
 {
 	static struct nb_result rs[NB_MAX_RESULTS];
-	struct nb_engine e = { 0 };
-	struct nb_ctx c = { 0 };
-	struct nb_net net;
+	static struct nb_engine e[NB_MAX_PLUGINS];
+	static struct nb_ctx c[NB_MAX_PLUGINS];
+	static struct nb_net net[NB_MAX_PLUGINS];
 	struct nb_oob oob = { 0 };
-	int t, nres = 0, i;
+	int t, nres = 0, i, pl, np = o->nplugins;
 	long wrong = 0;
 
 	nb_rank = o->rank;
 	alarm((unsigned)o->timeout + 15);	/* last resort if a plugin call blocks */
-	if (nb_oob_init(&oob, o->rank, o->nranks, host, port, lfd) != 0 ||
-	    nb_open_plugin(&net, o, &c) != 0)
+	if (nb_oob_init(&oob, o->rank, o->nranks, host, port, lfd) != 0)
 		nb_fail();
-	e.net = &net;
-	e.oob = &oob;
-	e.dev = o->dev;
-	e.buffsize = o->buffsize;
-	e.yield_us = o->yield_us;
-	e.stats = o->stats;
-	c.e = &e;
-	c.o = o;
-	c.rank = o->rank;
-	c.nranks = o->nranks;
-	nb_setup_ctx(&c, o);
+	for (pl = 0; pl < np; pl++) {
+		if (nb_open_plugin(&net[pl], o->plugins[pl], o, &c[pl]) != 0)
+			nb_fail();
+		nb_engine_setup(&e[pl], &net[pl], &oob, o);
+		c[pl].e = &e[pl];
+		c[pl].o = o;
+		c[pl].rank = o->rank;
+		c[pl].nranks = o->nranks;
+		nb_setup_ctx(&c[pl], o);
+	}
 	for (t = 0; t < NB_T_COUNT; t++)
-		if ((o->tests & (1U << t)) && nb_one_test(t, &c, rs, &nres) != 0)
+		if ((o->tests & (1U << t)) && nb_one_test(t, c, np, rs, &nres) != 0)
 			nb_fail();
 	for (i = 0; i < nres; i++)
 		wrong += rs[i].wrong;
-	if (c.rank == 0 && ((o->csv && nb_out_csv(o->csv, rs, nres, &c) != 0) ||
-			    (o->plot && nb_out_svg(o->plot, rs, nres, &c) != 0)))
+	if (c[0].rank == 0 && ((o->csv && nb_out_csv(o->csv, rs, nres, c) != 0) ||
+			       (o->plot && nb_out_svg(o->plot, rs, nres, c, np) != 0)))
 		nb_fail();
 	nb_ar_release();
-	nb_net_unload(&net);
+	for (pl = 0; pl < np; pl++)
+		nb_net_unload(&net[pl]);
 	nb_oob_close(&oob);
-	if (wrong && c.rank == 0)
+	if (wrong && c[0].rank == 0)
 		nb_err("%ld wrong values received", wrong);
 	return wrong ? 1 : 0;
 }

@@ -23,6 +23,7 @@
 #define NB_MAX_GROUP 8		/* most receives grouped into one irecv */
 #define NB_SIZES_ARRAY 64	/* test() receive sizes array, like NCCL_PROXY_MAX_SUBS */
 #define NB_MAX_RESULTS 512
+#define NB_MAX_PLUGINS 4	/* -p A,B,...: plugins compared in one run */
 
 #define NB_FMT(a, b) __attribute__((format(printf, a, b)))
 
@@ -65,7 +66,12 @@ struct nb_net {
 	int initialized;
 };
 
+/* spec: a plugin like NCCL_NET_PLUGIN, or "nccl-ib[:PATH]" (NCCL's IB transport). */
 int nb_net_load(struct nb_net *net, const char *spec, int want_version);
+#define NB_NCCL_IB "nccl-ib"
+/* nccl-net-bench-ncclib.c: path NULL = nb_nccl_lib_default(). */
+int nb_net_load_nccl_ib(struct nb_net *net, const char *path);
+const char *nb_nccl_lib_default(void);
 int nb_net_init(struct nb_net *net);
 int nb_net_devices(struct nb_net *net, int *ndev);
 int nb_net_props(struct nb_net *net, int dev, struct nb_props *p);
@@ -219,7 +225,9 @@ struct nb_opts {
 	int check;
 	int np, rank, nranks;
 	char root[256];
-	const char *plugin;
+	const char *plugin;		/* -p as given */
+	const char *plugins[NB_MAX_PLUGINS];	/* -p split at commas (NULL: default) */
+	int nplugins;
 	int net_version;
 	int dev;
 	size_t buffsize;
@@ -244,6 +252,7 @@ struct nb_ctx {
 
 struct nb_result {
 	int test;
+	int plugin;			/* index into nb_opts.plugins */
 	size_t size;
 	size_t count;
 	const char *type;
@@ -276,8 +285,12 @@ long nb_verify(const char *p, size_t n, uint32_t seed, size_t off);
 void nb_out_header(int t, const struct nb_ctx *c);
 void nb_out_row(const struct nb_result *r);
 void nb_out_summary(int t, const struct nb_result *rs, int n);
-int nb_out_csv(const char *path, const struct nb_result *rs, int n, const struct nb_ctx *c);
-int nb_out_svg(const char *path, const struct nb_result *rs, int n, const struct nb_ctx *c);
+/* cs[rs[i].plugin] describes the plugin of result i; np plugins. */
+int nb_out_csv(const char *path, const struct nb_result *rs, int n, const struct nb_ctx *cs);
+int nb_out_svg(const char *path, const struct nb_result *rs, int n, const struct nb_ctx *cs,
+	       int np);
+/* Per size of test t: each plugin's busbw (latency: half round trip) and its ratio to the first. */
+void nb_out_compare(int t, const struct nb_result *rs, int n, const struct nb_ctx *cs, int np);
 void nb_fmt_size(char *buf, size_t len, double bytes);
 int nb_parse_size(const char *s, size_t *out);
 

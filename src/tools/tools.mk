@@ -7,7 +7,8 @@ NB_SOURCES = \
 	src/tools/nccl-net-bench-engine.c \
 	src/tools/nccl-net-bench-tests.c \
 	src/tools/nccl-net-bench-ar.c \
-	src/tools/nccl-net-bench-out.c
+	src/tools/nccl-net-bench-out.c \
+	src/tools/nccl-net-bench-ncclib.c
 
 bin_PROGRAMS += nccl-net-bench
 nccl_net_bench_SOURCES = $(NB_SOURCES)
@@ -22,7 +23,7 @@ test_bench_libnccl_net_nbfake_la_SOURCES = test/bench/nb-fake-net.c test/bench/n
 test_bench_libnccl_net_nbfake_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 
 NB_TESTS = test/bench/nb-fake-modes test/bench/nb-fake-errors \
-	test/bench/nb-verbs-modes test/bench/nb-verbs-errors
+	test/bench/nb-verbs-modes test/bench/nb-verbs-errors test/bench/nb-compare
 TESTS += $(NB_TESTS)
 dist_check_SCRIPTS += $(NB_TESTS)
 EXTRA_DIST += test/bench/nb-common.sh
