@@ -5,6 +5,10 @@
 #   (b) nccl-net-bench sendrecv through the plugin at 4 MiB
 #   (c) 8-byte latency through the plugin vs the raw WRITE_WITH_IMM ping-pong
 #   (d) 2-rank ring allreduce bus bandwidth at 64 MiB through the plugin
+#   (b), (c), (d) also through NCCL's built-in IB transport in the same runs
+#   (nccl-net-bench -p ours,nccl-ib, sizes interleaved) when libnccl.so.2 is there
+#   (e) instructions per message of the plugin and of NCCL's transport
+#   (scripts/cpu-cost.sh, valgrind; NB_QUICK: loopback pattern only; NB_NO_CPU_COST=1 skips)
 # plus a size sweep of every nccl-net-bench test for the plot. Runs on simverbs
 # (the software fabric built with the project) when the machine has no RDMA
 # device (/sys/class/infiniband empty), on the real devices otherwise.
@@ -60,6 +64,18 @@ else
 fi
 nb=("$BENCH" -p "$PLUGIN" -d "${NB_DEV:-0}" --timeout 300)
 status=0
+# NCCL's own IB transport next to ours in (b), (c), (d), when libnccl.so.2 is usable.
+nccl=${NCCL_NET_BENCH_NCCL_LIB:-}
+for f in /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/lib/libnccl.so.2; do
+	[ -z "$nccl" ] && [ -r "$f" ] && nccl=$f
+done
+nbc=("${nb[@]}")
+if [ -n "$nccl" ] && "$BENCH" -p "nccl-ib:$nccl" -l >/dev/null 2>&1; then
+	nbc=("$BENCH" -p "$PLUGIN,nccl-ib:$nccl" -d "${NB_DEV:-0}" --timeout 300)
+else
+	nccl=""
+	echo "bench: NCCL's IB transport not compared (no usable libnccl.so.2)"
+fi
 
 echo "== nccl-net-bench on $fabric ($(nproc) CPUs, $(uname -r)), raw device $raw_dev," \
 	"$(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -69,9 +85,9 @@ field() {	# field FILE KEY NAME: NAME=value on the first line starting with KEY
 	awk -v k="$2" -v f="$3" '$1 == k { for (i = 2; i <= NF; i++) {
 		split($i, kv, "="); if (kv[1] == f) { print kv[2]; exit } } }' "$1"
 }
-csvcol() {	# csvcol FILE TEST SIZE COLUMN
-	awk -F, -v t="$2" -v s="$3" -v c="$4" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-		$1 == t && $3 == s { print $col[c]; exit }' "$1"
+csvcol() {	# csvcol FILE TEST SIZE COLUMN [PLUGIN]: default the first plugin of the file
+	awk -F, -v t="$2" -v s="$3" -v c="$4" -v p="${5:-}" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+		$1 == t && $3 == s && (p == "" || $col["plugin"] == p) { print $col[c]; exit }' "$1"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
 verdict() {	# verdict RATIO OP TARGET
@@ -84,7 +100,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (N
 
 # One round = (a), (b), (c), (d) back to back; several rounds interleave the raw
 # and the plugin runs so that load from elsewhere hits both alike; medians.
-for m in a b c craw d acpu bcpu dcpu cmin crawmin; do : >"$out/$m.txt"; done
+for m in a b c craw d acpu bcpu dcpu cmin crawmin bn cn dn; do : >"$out/$m.txt"; done
 for round in $(seq 1 "$rounds"); do
 	q=(); [ "$round" = 1 ] || q=(-q)
 	step "round $round/$rounds (a) raw RDMA WRITE 4 MiB: sv-rawbench -d $raw_dev ${raw_gid[*]} -t bw -S 4194304 -r 1"
@@ -94,9 +110,10 @@ for round in $(seq 1 "$rounds"); do
 	field "$out/raw-bw.txt" write_bw cpu_GBps >>"$out/acpu.txt"
 
 	step "round $round/$rounds (b) plugin sendrecv 4 MiB: nccl-net-bench -t sendrecv -b 4M -e 4M -n $bw_iters -w 5"
-	"${nb[@]}" "${q[@]}" -t sendrecv -b 4M -e 4M -n "$bw_iters" -w 5 --csv "$out/sendrecv-4M-$round.csv" ||
+	"${nbc[@]}" "${q[@]}" -t sendrecv -b 4M -e 4M -n "$bw_iters" -w 5 --csv "$out/sendrecv-4M-$round.csv" ||
 		status=1
 	csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 busbw_GBps >>"$out/b.txt"
+	[ -z "$nccl" ] || csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 busbw_GBps IB >>"$out/bn.txt"
 	csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 cpu_busbw_GBps >>"$out/bcpu.txt"
 
 	step "round $round/$rounds (c) 8 B latency: sv-rawbench -t imm -n $lat_iters -r 3; nccl-net-bench -t latency -b 8 -e 8 -n $lat_iters -R 3"
@@ -105,31 +122,43 @@ for round in $(seq 1 "$rounds"); do
 	cat "$out/raw-lat.txt"
 	field "$out/raw-lat.txt" imm_lat median_us >>"$out/craw.txt"
 	field "$out/raw-lat.txt" imm_lat min_us >>"$out/crawmin.txt"
-	"${nb[@]}" "${q[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 -R 3 --csv "$out/latency-8-$round.csv" ||
+	"${nbc[@]}" "${q[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 -R 3 --csv "$out/latency-8-$round.csv" ||
 		status=1
 	csvcol "$out/latency-8-$round.csv" latency 8 time_us >>"$out/c.txt"
+	[ -z "$nccl" ] || csvcol "$out/latency-8-$round.csv" latency 8 time_us IB >>"$out/cn.txt"
 	csvcol "$out/latency-8-$round.csv" latency 8 time_min_us >>"$out/cmin.txt"
 
 	step "round $round/$rounds (d) allreduce 64 MiB: nccl-net-bench -t allreduce -b 64M -e 64M -n $ar_iters -w 1"
-	"${nb[@]}" "${q[@]}" -t allreduce -b 64M -e 64M -n "$ar_iters" -w 1 --csv "$out/allreduce-64M-$round.csv" ||
+	"${nbc[@]}" "${q[@]}" -t allreduce -b 64M -e 64M -n "$ar_iters" -w 1 --csv "$out/allreduce-64M-$round.csv" ||
 		status=1
 	csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 busbw_GBps >>"$out/d.txt"
+	[ -z "$nccl" ] || csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 busbw_GBps IB >>"$out/dn.txt"
 	csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 cpu_busbw_GBps >>"$out/dcpu.txt"
 done
 a=$(median <"$out/a.txt"); b=$(median <"$out/b.txt"); c=$(median <"$out/c.txt")
 craw=$(median <"$out/craw.txt"); d=$(median <"$out/d.txt")
 acpu=$(median <"$out/acpu.txt"); bcpu=$(median <"$out/bcpu.txt"); dcpu=$(median <"$out/dcpu.txt")
 cmin=$(sort -g "$out/cmin.txt" | head -n 1); crawmin=$(sort -g "$out/crawmin.txt" | head -n 1)
-for m in a b c craw d acpu bcpu dcpu cmin crawmin; do echo "  $m per round: $(tr '\n' ' ' <"$out/$m.txt")"; done
+bn=$(median <"$out/bn.txt"); cn=$(median <"$out/cn.txt"); dn=$(median <"$out/dn.txt")
+for m in a b c craw d acpu bcpu dcpu cmin crawmin bn cn dn; do echo "  $m per round: $(tr '\n' ' ' <"$out/$m.txt")"; done
 
 step "sweep for the plot: nccl-net-bench -t all $sweep"
 "${nb[@]}" -t all $sweep --csv "$out/sweep.csv" --plot "$out/bench.svg" || status=1
+
+cpucost=""
+if [ "${NB_NO_CPU_COST:-0}" != 1 ] && command -v valgrind >/dev/null; then
+	cc_env=(); [ "${NB_QUICK:-0}" = 1 ] && cc_env=(CC_PATTERNS=loopback)
+	step "(e) instructions per message: scripts/cpu-cost.sh"
+	env "${cc_env[@]}" NV_BUILD_DIR="$B" "$top/scripts/cpu-cost.sh" | tee "$out/cpu-cost.txt" || status=1
+	cpucost=$out/cpu-cost.txt
+fi
 
 # ratios: median of the per-round ratios (both sides of a ratio come from the same round)
 rratio() { paste "$out/$1.txt" "$out/$2.txt" | awk '$1 + 0 > 0 && $2 + 0 > 0 { printf "%.4f\n", $1 / $2 }' |
 	median | awk '{ if ($1 == "") print "n/a"; else printf "%.2f", $1 }'; }
 rb=$(rratio b a); rc=$(rratio c craw); rd=$(rratio d b)
 rbc=$(rratio bcpu acpu); rcm=$(ratio "$cmin" "$crawmin"); rdc=$(rratio dcpu bcpu)
+rbn=$(rratio b bn); rcn=$(rratio c cn); rdn=$(rratio d dn)
 {
 	echo "metric,value,unit,ratio,target,verdict"
 	echo "raw_write_bw_4M,${a:-n/a},GB/s,,,"
@@ -142,6 +171,9 @@ rbc=$(rratio bcpu acpu); rcm=$(ratio "$cmin" "$crawmin"); rdc=$(rratio dcpu bcpu
 	echo "raw_imm_lat_8B_min,${crawmin:-n/a},us,,,"
 	echo "plugin_latency_8B_min,${cmin:-n/a},us,$rcm,<=1.5 x raw min,$(verdict "$rcm" '<=' 1.5)"
 	echo "plugin_allreduce_64M_busbw_per_cpu_s,${dcpu:-n/a},GB/s,$rdc,>=0.8 x sendrecv per CPU s,$(verdict "$rdc" '>=' 0.8)"
+	echo "nccl_ib_sendrecv_4M,${bn:-n/a},GB/s,$rbn,plugin/nccl >=1.0,$(verdict "$rbn" '>=' 1.0)"
+	echo "nccl_ib_latency_8B,${cn:-n/a},us,$rcn,plugin/nccl <=0.85,$(verdict "$rcn" '<=' 0.85)"
+	echo "nccl_ib_allreduce_64M_busbw,${dn:-n/a},GB/s,$rdn,plugin/nccl >=1.0,$(verdict "$rdn" '>=' 1.0)"
 } >"$out/summary.csv"
 
 echo
@@ -157,6 +189,13 @@ printf "      raw WRITE_WITH_IMM ping-pong  %8s us                        | min 
 	"${craw:-n/a}" "${crawmin:-n/a}"
 printf "  (d) plugin allreduce 64 MiB busbw %8s GB/s (d)/(b) %-5s >=0.8 %-6s | %8s GB/s (d)/(b) %-5s %s\n" \
 	"${d:-n/a}" "$rd" "$(verdict "$rd" '>=' 0.8)" "${dcpu:-n/a}" "$rdc" "$(verdict "$rdc" '>=' 0.8)"
+if [ -n "$nccl" ]; then
+	echo "  NCCL's IB transport, same runs (sizes interleaved with ours): plugin / NCCL"
+	printf "      sendrecv 4 MiB %8s GB/s  ratio %-5s >=1.0 %-6s\n" "${bn:-n/a}" "$rbn" "$(verdict "$rbn" '>=' 1.0)"
+	printf "      latency 8 B    %8s us    ratio %-5s <=0.85 %-6s\n" "${cn:-n/a}" "$rcn" "$(verdict "$rcn" '<=' 0.85)"
+	printf "      allreduce 64M  %8s GB/s  ratio %-5s >=1.0 %-6s\n" "${dn:-n/a}" "$rdn" "$(verdict "$rdn" '>=' 1.0)"
+fi
+[ -z "$cpucost" ] || { echo "  (e) instructions per message (ratio: plugin / NCCL, target <= 0.70):"; sed 's/^/      /' "$cpucost"; }
 echo "  plot: $out/bench.svg   CSV: $out/summary.csv $out/sweep.csv"
 [ "$status" = 0 ] || echo "bench: a run FAILED (see above)" >&2
 exit "$status"

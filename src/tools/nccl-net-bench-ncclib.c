@@ -20,8 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tools/nccl-net-bench.h"
@@ -47,60 +45,84 @@ const char *nb_nccl_lib_default(void)
 	return nb_nccl_default[0];
 }
 
-/* st_value of a defined symbol `name` in the ELF64 image; 0 not found, -1 no .symtab. */
-static int nb_elf_symtab_find(const unsigned char *img, size_t len, const char *name,
-			      uint64_t *value, const char **why)
+/* len bytes at off of fd into a new buffer (NULL on a short read). */
+static void *nb_pread_all(int fd, uint64_t off, uint64_t len)
 {
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
-	const Elf64_Shdr *sh;
-	int i, have_symtab = 0;
+	char *buf = len < (1ull << 31) ? malloc(len ? len : 1) : NULL;
+	uint64_t got = 0;
 
-	if (len < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
-	    eh->e_shoff == 0 || eh->e_shoff > len ||
-	    (size_t)eh->e_shnum * sizeof(Elf64_Shdr) > len - eh->e_shoff) {
-		*why = "not a 64-bit ELF file with section headers";
-		return -1;
+	while (buf && got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
+
+		if (n <= 0) {
+			free(buf);
+			return NULL;
+		}
+		got += (uint64_t)n;
 	}
-	sh = (const Elf64_Shdr *)(img + eh->e_shoff);
-	for (i = 0; i < eh->e_shnum; i++) {
-		const Elf64_Shdr *st = &sh[i], *str;
-		size_t n, k;
+	return buf;
+}
 
-		if (st->sh_type != SHT_SYMTAB || st->sh_link >= eh->e_shnum)
+/* st_value of the defined symbol `name` in one SHT_SYMTAB section; 1 found, 0 not, -1 error. */
+static int nb_symtab_scan(int fd, const Elf64_Shdr *st, const Elf64_Shdr *str, const char *name,
+			  uint64_t *value)
+{
+	Elf64_Sym *syms = nb_pread_all(fd, st->sh_offset, st->sh_size);
+	char *names = nb_pread_all(fd, str->sh_offset, str->sh_size);
+	size_t n = st->sh_size / sizeof(Elf64_Sym), k;
+	int rc = syms && names ? 0 : -1;
+
+	for (k = 0; rc == 0 && k < n; k++) {
+		if (syms[k].st_name >= str->sh_size || syms[k].st_shndx == SHN_UNDEF)
 			continue;
-		str = &sh[st->sh_link];
-		if (st->sh_offset > len || st->sh_size > len - st->sh_offset ||
-		    str->sh_offset > len || str->sh_size > len - str->sh_offset) {
-			*why = "its .symtab lies outside the file";
-			return -1;
-		}
-		have_symtab = 1;
-		n = st->sh_size / sizeof(Elf64_Sym);
-		for (k = 0; k < n; k++) {
-			const Elf64_Sym *s = (const Elf64_Sym *)(img + st->sh_offset) + k;
-
-			if (s->st_name >= str->sh_size || s->st_shndx == SHN_UNDEF)
-				continue;
-			if (strncmp((const char *)img + str->sh_offset + s->st_name, name,
-				    str->sh_size - s->st_name) == 0) {
-				*value = s->st_value;
-				return 1;
-			}
+		if (strncmp(names + syms[k].st_name, name, str->sh_size - syms[k].st_name) == 0) {
+			*value = syms[k].st_value;
+			rc = 1;
 		}
 	}
-	*why = have_symtab ? "has no symbol " NB_NCCL_SYM " (not an NCCL with an IB transport?)"
-			   : "is stripped (no .symtab), so its internal " NB_NCCL_SYM
-			     " table cannot be found";
-	return have_symtab ? 0 : -1;
+	free(syms);
+	free(names);
+	return rc;
+}
+
+/*
+ * st_value of `name` from the file's .symtab: 1 found, else 0 with *why.
+ * Read with pread, not mmap: a mapping of the file that goes away again
+ * makes valgrind drop the library's symbols (scripts/cpu-cost.sh needs them).
+ */
+static int nb_elf_symtab_find(int fd, const char *name, uint64_t *value, const char **why)
+{
+	Elf64_Ehdr eh;
+	Elf64_Shdr *sh = NULL;
+	int i, rc = 0, have_symtab = 0;
+
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff == 0 ||
+	    !(sh = nb_pread_all(fd, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr)))) {
+		*why = "is not a 64-bit ELF file with section headers";
+		return 0;
+	}
+	for (i = 0; i < eh.e_shnum && rc == 0; i++) {
+		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh.e_shnum)
+			continue;
+		have_symtab = 1;
+		rc = nb_symtab_scan(fd, &sh[i], &sh[sh[i].sh_link], name, value);
+	}
+	free(sh);
+	if (rc < 0)
+		*why = "has a .symtab that cannot be read";
+	else if (rc == 0)
+		*why = have_symtab ? "has no symbol " NB_NCCL_SYM " (not an NCCL with an IB transport?)"
+				   : "is stripped (no .symtab), so its internal " NB_NCCL_SYM
+				     " table cannot be found";
+	return rc == 1;
 }
 
 static int nb_nccl_offset(const char *path, uint64_t *off)
 {
 	const char *why = NULL;
-	struct stat sb;
-	void *img;
-	int fd, rc;
+	int fd, found;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -108,20 +130,9 @@ static int nb_nccl_offset(const char *path, uint64_t *off)
 		       "NCCL_NET_BENCH_NCCL_LIB)", path, strerror(errno));
 		return -1;
 	}
-	if (fstat(fd, &sb) != 0 || sb.st_size <= 0) {
-		nb_err("-p nccl-ib: cannot read %s", path);
-		close(fd);
-		return -1;
-	}
-	img = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	found = nb_elf_symtab_find(fd, NB_NCCL_SYM, off, &why);
 	close(fd);
-	if (img == MAP_FAILED) {
-		nb_err("-p nccl-ib: cannot map %s: %s", path, strerror(errno));
-		return -1;
-	}
-	rc = nb_elf_symtab_find(img, (size_t)sb.st_size, NB_NCCL_SYM, off, &why);
-	munmap(img, (size_t)sb.st_size);
-	if (rc != 1) {
+	if (!found) {
 		nb_err("-p nccl-ib: %s %s", path, why);
 		return -1;
 	}
@@ -150,7 +161,7 @@ static int nb_nccl_table_version(void *lib, const char *path)
 int nb_net_load_nccl_ib(struct nb_net *net, const char *path)
 {
 	struct link_map *lm = NULL;
-	uint64_t off;
+	uint64_t off = 0;
 
 	memset(net, 0, sizeof(*net));
 	if (!path || !*path)

@@ -97,6 +97,9 @@ static void nb_usage(FILE *f)
 "                        each idle pass (default 0 = at once, like NCCL's\n"
 "                        proxy thread; -1 = always spin)\n"
 "      --stats           per rank: time in streams vs in plugin calls, idle passes\n"
+"      --self            one process, no ranks: a loopback send/recv pair on -d,\n"
+"                        -w + -n rounds of irecv+isend+test of -b bytes (for\n"
+"                        scripts/cpu-cost.sh)\n"
 "  -q, --quiet           only summary lines and errors\n"
 "  -T, --timeout SEC     end the whole run with an error after SEC (default 600)\n"
 "  -l, --list            print the plugin's devices and exit\n"
@@ -133,6 +136,7 @@ static const struct option nb_longopts[] = {
 	{ "quiet", no_argument, NULL, 'q' }, { "timeout", required_argument, NULL, 'T' },
 	{ "list", no_argument, NULL, 'l' }, { "yield", required_argument, NULL, 8 },
 	{ "stats", no_argument, NULL, 9 }, { "help", no_argument, NULL, 'h' },
+	{ "self", no_argument, NULL, 10 },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -172,6 +176,7 @@ static int nb_opt_one(struct nb_opts *o, int ch, const char *arg)
 	case 'l': o->list = 1; return 0;
 	case 8: o->yield_us = atoi(arg); return 0;
 	case 9: o->stats = 1; return 0;
+	case 10: o->self = 1; return 0;
 	default: return -1;
 	}
 }
@@ -514,6 +519,19 @@ static int nb_list(const struct nb_opts *o)
 	return 0;
 }
 
+static int nb_self(const struct nb_opts *o)
+{
+	struct nb_ctx c = { 0 };
+	struct nb_net net;
+	int rc;
+
+	if (nb_open_plugin(&net, o->plugins[0], o, &c) != 0)
+		return 1;
+	rc = nb_self_run(&net, o->dev, o->minbytes, o->warmup, o->iters);
+	nb_net_unload(&net);
+	return rc ? 1 : 0;
+}
+
 static void nb_setup_ctx(struct nb_ctx *c, const struct nb_opts *o)
 {
 	const char *ff = getenv("NCCL_NET_FORCE_FLUSH");
@@ -617,6 +635,8 @@ int main(int argc, char **argv)
 	nb_deadline = nb_now() + o.timeout;
 	if (o.list)
 		return nb_list(&o);
+	if (o.self)
+		return nb_self(&o);
 	multi = o.np ? 0 : nb_multi_host(&o, host, sizeof(host), &port);
 	if (multi < 0)
 		return 2;

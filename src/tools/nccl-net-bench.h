@@ -239,6 +239,7 @@ struct nb_opts {
 	int list;
 	int yield_us;
 	int stats;
+	int self;			/* --self: one-process loopback rounds */
 };
 
 /* Per-size measurement context handed to the test plans. */
@@ -271,6 +272,9 @@ int nb_test_edges(int t, const struct nb_ctx *c, struct nb_edge *edges, int max)
 int nb_test_run(int t, struct nb_ctx *c, size_t size, int iters, int check, long *wrong);
 void nb_test_describe(int t, const struct nb_ctx *c, size_t size, struct nb_result *r);
 double nb_test_bytes(int t, const struct nb_ctx *c, size_t size, double *busfactor);
+
+/* --self (nccl-net-bench-self.c): rounds of irecv + isend + test on a loopback pair. */
+int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds);
 
 /* Allreduce (nccl-net-bench-ar.c). */
 int nb_ar_run(struct nb_ctx *c, size_t count, int iters, int check, long *wrong);

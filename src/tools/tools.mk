@@ -8,7 +8,8 @@ NB_SOURCES = \
 	src/tools/nccl-net-bench-tests.c \
 	src/tools/nccl-net-bench-ar.c \
 	src/tools/nccl-net-bench-out.c \
-	src/tools/nccl-net-bench-ncclib.c
+	src/tools/nccl-net-bench-ncclib.c \
+	src/tools/nccl-net-bench-self.c
 
 bin_PROGRAMS += nccl-net-bench
 nccl_net_bench_SOURCES = $(NB_SOURCES)

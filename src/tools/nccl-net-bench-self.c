@@ -1,0 +1,135 @@
+/*
+ * nccl-net-bench-self.c - `--self`: one process, one loopback send/recv comm
+ * pair on one device, N rounds of irecv + isend + test until both are done.
+ *
+ * This is the load-independent pattern of scripts/cpu-cost.sh: on a fabric
+ * that completes loopback work inside ibv_post_send (simverbs) each round
+ * takes the same calls whatever the machine's load, so the instructions a
+ * plugin executes per round, measured at two values of N and differenced,
+ * are repeatable to the instruction. Every round's data is checked.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/nccl-net-bench.h"
+
+struct nb_self {
+	struct nb_net *net;
+	void *lcomm, *scomm, *rcomm;
+	void *smh, *rmh;
+	char *sbuf, *rbuf;
+	size_t size;
+};
+
+static int nb_self_connect(struct nb_self *s, int dev)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+
+	memset(handle, 0, sizeof(handle));
+	if (nb_net_listen(s->net, dev, handle, &s->lcomm) != 0)
+		return -1;
+	while (!s->scomm || !s->rcomm) {
+		if (!s->scomm && nb_net_connect(s->net, dev, handle, &s->scomm) != 0)
+			return -1;
+		if (!s->rcomm && nb_net_accept(s->net, s->lcomm, &s->rcomm) != 0)
+			return -1;
+		if (nb_past_deadline("--self connect"))
+			return -1;
+	}
+	return 0;
+}
+
+/* Both requests posted (irecv first, so isend finds the receiver's CTS) and tested done. */
+static int nb_self_round(struct nb_self *s, int tag)
+{
+	void *rreq = NULL, *sreq = NULL;
+	int rdone = 0, sdone = 0, got = 0;
+	size_t sz = s->size;
+
+	while (!rreq) {
+		if (nb_net_irecv(s->net, s->rcomm, 1, (void **)&s->rbuf, &sz, &tag, &s->rmh,
+				 &rreq) != 0 || (!rreq && nb_past_deadline("--self irecv")))
+			return -1;
+	}
+	while (!sreq) {
+		if (nb_net_isend(s->net, s->scomm, s->sbuf, s->size, tag, s->smh, &sreq) != 0 ||
+		    (!sreq && nb_past_deadline("--self isend")))
+			return -1;
+	}
+	while (!rdone || !sdone) {
+		if (!sdone && nb_net_test(s->net, sreq, &sdone, NULL) != 0)
+			return -1;
+		if (!rdone && nb_net_test(s->net, rreq, &rdone, &got) != 0)
+			return -1;
+		if ((!rdone || !sdone) && nb_past_deadline("--self test"))
+			return -1;
+	}
+	if ((size_t)got != s->size) {
+		nb_err("--self: received %d bytes, sent %zu", got, s->size);
+		return -1;
+	}
+	return 0;
+}
+
+static int nb_self_rounds(struct nb_self *s, int rounds)
+{
+	long wrong;
+	int i;
+
+	for (i = 0; i < rounds; i++) {
+		if (nb_self_round(s, 1 + i % 7) != 0)
+			return -1;
+	}
+	/* one checked round with fresh data */
+	nb_fill(s->sbuf, s->size, 0x5e1f, 0);
+	memset(s->rbuf, 0, s->size);
+	if (nb_self_round(s, 1) != 0)
+		return -1;
+	wrong = nb_verify(s->rbuf, s->size, 0x5e1f, 0);
+	if (wrong) {
+		nb_err("--self: %ld wrong values received", wrong);
+		return -1;
+	}
+	return 0;
+}
+
+int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds)
+{
+	struct nb_self s = { .net = net, .size = size };
+	size_t alloc = size ? (size + 4095) & ~(size_t)4095 : 4096;
+	int rc = -1;
+
+	s.sbuf = aligned_alloc(4096, alloc);
+	s.rbuf = aligned_alloc(4096, alloc);
+	if (!s.sbuf || !s.rbuf) {
+		nb_err("--self: out of memory for %zu bytes", size);
+		goto free_bufs;
+	}
+	memset(s.sbuf, 0x3c, alloc);
+	if (nb_self_connect(&s, dev) != 0 ||
+	    nb_net_regmr(net, s.scomm, s.sbuf, alloc, &s.smh) != 0 ||
+	    nb_net_regmr(net, s.rcomm, s.rbuf, alloc, &s.rmh) != 0)
+		goto close;
+	if (nb_self_rounds(&s, warmup) != 0 || nb_self_rounds(&s, rounds) != 0)
+		goto close;
+	printf("# --self: %s, device %d, %zu B, %d rounds: ok\n", net->name, dev, size, rounds);
+	rc = 0;
+close:
+	if (s.smh)
+		nb_net_deregmr(net, s.scomm, s.smh);
+	if (s.rmh)
+		nb_net_deregmr(net, s.rcomm, s.rmh);
+	if (s.scomm)
+		nb_net_close_send(net, s.scomm);
+	if (s.rcomm)
+		nb_net_close_recv(net, s.rcomm);
+	if (s.lcomm)
+		nb_net_close_listen(net, s.lcomm);
+free_bufs:
+	free(s.sbuf);
+	free(s.rbuf);
+	return rc;
+}
