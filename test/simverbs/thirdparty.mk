@@ -11,6 +11,6 @@ endif
 EXTRA_DIST += test/simverbs/tests/sv_rdmacm.c
 
 # ---- Debian programs (skip 77 when rdmacm-utils / ucx-utils are missing)
-SV_THIRDPARTY_CHECKS = test/simverbs/checks/rdmacm-utils.sh
+SV_THIRDPARTY_CHECKS = test/simverbs/checks/rdmacm-utils.sh test/simverbs/checks/ucx-load.sh
 EXTRA_DIST += $(SV_THIRDPARTY_CHECKS)
 TESTS += $(SV_THIRDPARTY_CHECKS)

@@ -7,16 +7,60 @@
 # Shared (-rpath) so they land in test/simverbs/.libs/ as lib*.so.1, found through the tests'
 # LD_LIBRARY_PATH before the system's real providers.
 SV_STANDIN_LDFLAGS = -version-info 1:0:0 -rpath $(abs_builddir)/test/simverbs -no-undefined
-noinst_LTLIBRARIES += test/simverbs/libmlx5.la test/simverbs/libefa.la
+# Each stand-in's version script and its weak "not supported" stubs are generated at build time
+# from the installed Debian library (every version node and function it exports; see
+# standin/gen-standin.sh); the hand-written mlx5.c/efa.c override the stubs perftest and the
+# checks depend on with real prototypes.  Without the real library, standin/<name>.map is used.
+SV_STANDIN_GEN = $(SHELL) $(srcdir)/test/simverbs/standin/gen-standin.sh
+SV_STANDIN_DEPS = $(srcdir)/test/simverbs/standin/gen-standin.sh
+test/simverbs/standin/gen-mlx5.map: $(srcdir)/test/simverbs/standin/mlx5.map $(SV_STANDIN_DEPS)
+	$(AM_V_GEN)$(SV_STANDIN_GEN) "`$(CC) -print-file-name=libmlx5.so.1`" infiniband/mlx5dv.h \
+		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/mlx5.map test/simverbs/standin/gen-mlx5
+test/simverbs/standin/gen-mlx5-gen.c: test/simverbs/standin/gen-mlx5.map
+test/simverbs/standin/gen-efa.map: $(srcdir)/test/simverbs/standin/efa.map $(SV_STANDIN_DEPS)
+	$(AM_V_GEN)$(SV_STANDIN_GEN) "`$(CC) -print-file-name=libefa.so.1`" infiniband/efadv.h \
+		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/efa.map test/simverbs/standin/gen-efa
+test/simverbs/standin/gen-efa-gen.c: test/simverbs/standin/gen-efa.map
+test/simverbs/standin/gen-mlx4.map: $(srcdir)/test/simverbs/standin/mlx4.map $(SV_STANDIN_DEPS)
+	$(AM_V_GEN)$(SV_STANDIN_GEN) "`$(CC) -print-file-name=libmlx4.so.1`" infiniband/mlx4dv.h \
+		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/mlx4.map test/simverbs/standin/gen-mlx4
+test/simverbs/standin/gen-mlx4-gen.c: test/simverbs/standin/gen-mlx4.map
+test/simverbs/standin/gen-mana.map: $(srcdir)/test/simverbs/standin/mana.map $(SV_STANDIN_DEPS)
+	$(AM_V_GEN)$(SV_STANDIN_GEN) "`$(CC) -print-file-name=libmana.so.1`" infiniband/manadv.h \
+		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/mana.map test/simverbs/standin/gen-mana
+test/simverbs/standin/gen-mana-gen.c: test/simverbs/standin/gen-mana.map
+SV_STANDIN_GENERATED = \
+	test/simverbs/standin/gen-mlx5.map test/simverbs/standin/gen-mlx5-gen.c \
+	test/simverbs/standin/gen-efa.map test/simverbs/standin/gen-efa-gen.c \
+	test/simverbs/standin/gen-mlx4.map test/simverbs/standin/gen-mlx4-gen.c \
+	test/simverbs/standin/gen-mana.map test/simverbs/standin/gen-mana-gen.c
+BUILT_SOURCES += $(SV_STANDIN_GENERATED)
+CLEANFILES += $(SV_STANDIN_GENERATED)
+EXTRA_DIST += $(SV_STANDIN_DEPS) test/simverbs/standin/mlx5.map test/simverbs/standin/efa.map \
+	test/simverbs/standin/mlx4.map test/simverbs/standin/mana.map
+noinst_LTLIBRARIES += test/simverbs/libmlx5.la test/simverbs/libefa.la \
+	test/simverbs/libmlx4.la test/simverbs/libmana.la
 test_simverbs_libmlx5_la_SOURCES = test/simverbs/standin/mlx5.c
+nodist_test_simverbs_libmlx5_la_SOURCES = test/simverbs/standin/gen-mlx5-gen.c
 test_simverbs_libmlx5_la_LDFLAGS = $(SV_STANDIN_LDFLAGS) \
-	-Wl,--version-script=$(srcdir)/test/simverbs/standin/mlx5.map
-EXTRA_test_simverbs_libmlx5_la_DEPENDENCIES = $(srcdir)/test/simverbs/standin/mlx5.map
+	-Wl,--version-script=test/simverbs/standin/gen-mlx5.map
+EXTRA_test_simverbs_libmlx5_la_DEPENDENCIES = test/simverbs/standin/gen-mlx5.map
 test_simverbs_libefa_la_SOURCES = test/simverbs/standin/efa.c
+nodist_test_simverbs_libefa_la_SOURCES = test/simverbs/standin/gen-efa-gen.c
 test_simverbs_libefa_la_LDFLAGS = $(SV_STANDIN_LDFLAGS) \
-	-Wl,--version-script=$(srcdir)/test/simverbs/standin/efa.map
-EXTRA_test_simverbs_libefa_la_DEPENDENCIES = $(srcdir)/test/simverbs/standin/efa.map
-EXTRA_DIST += test/simverbs/standin/mlx5.map test/simverbs/standin/efa.map
+	-Wl,--version-script=test/simverbs/standin/gen-efa.map
+EXTRA_test_simverbs_libefa_la_DEPENDENCIES = test/simverbs/standin/gen-efa.map
+nodist_test_simverbs_libmlx4_la_SOURCES = test/simverbs/standin/gen-mlx4-gen.c
+test_simverbs_libmlx4_la_LDFLAGS = $(SV_STANDIN_LDFLAGS) \
+	-Wl,--version-script=test/simverbs/standin/gen-mlx4.map
+EXTRA_test_simverbs_libmlx4_la_DEPENDENCIES = test/simverbs/standin/gen-mlx4.map
+nodist_test_simverbs_libmana_la_SOURCES = test/simverbs/standin/gen-mana-gen.c
+test_simverbs_libmana_la_LDFLAGS = $(SV_STANDIN_LDFLAGS) \
+	-Wl,--version-script=test/simverbs/standin/gen-mana.map
+EXTRA_test_simverbs_libmana_la_DEPENDENCIES = test/simverbs/standin/gen-mana.map
+# Every function@version the installed library exports is exported by its stand-in.
+TESTS += test/simverbs/standin/standin-symbols.sh
+EXTRA_DIST += test/simverbs/standin/standin-symbols.sh
 # Opens the stand-ins by path and checks exports, symbol versions and "no capability" answers.
 check_PROGRAMS += test/simverbs/standin/standin-check
 test_simverbs_standin_standin_check_SOURCES = test/simverbs/standin/standin-check.c
