@@ -167,6 +167,15 @@ static int sv_apply_kv(struct sv_device *d, const char *k, const char *v)
 		d->nports = (uint32_t)strtoul(v, NULL, 0);
 		return d->nports >= 1 && d->nports <= SV_MAX_PORTS ? 0 : EINVAL;
 	}
+	if (!strcmp(k, "vendor")) {
+		if (!strcasecmp(v, "soft") || !strcasecmp(v, "software"))
+			d->identity = SV_IDENTITY_SOFT;
+		else if (!strcasecmp(v, "mellanox") || !strcasecmp(v, "mlx"))
+			d->identity = SV_IDENTITY_MELLANOX;
+		else
+			rc = EINVAL;
+		return rc;
+	}
 	if (!strcmp(k, "guid")) {
 		d->node_guid = htobe64(strtoull(v, NULL, 0));
 		return 0;

@@ -216,15 +216,16 @@ int ibv_close_device(struct ibv_context *ibctx)
 static void sv_fill_device_attr(const struct sv_device *d, struct ibv_device_attr *a)
 {
 	const struct sv_limits *l = &d->lim;
+	bool mlx = d->identity == SV_IDENTITY_MELLANOX;
 
 	memset(a, 0, sizeof(*a));
-	snprintf(a->fw_ver, sizeof(a->fw_ver), "20.99.1000");
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", mlx ? SV_MLX_FW_VER : SV_SOFT_FW_VER);
 	a->node_guid = d->node_guid;
 	a->sys_image_guid = d->sys_guid;
 	a->max_mr_size = l->max_mr_size;
 	a->page_size_cap = 0xfffff000;
-	a->vendor_id = SV_VENDOR_ID;
-	a->vendor_part_id = SV_VENDOR_PART_ID;
+	a->vendor_id = mlx ? SV_VENDOR_ID : SV_SOFT_VENDOR_ID;
+	a->vendor_part_id = mlx ? SV_VENDOR_PART_ID : SV_SOFT_VENDOR_PART_ID;
 	a->hw_ver = 0;
 	a->max_qp = (int)l->max_qp;
 	a->max_qp_wr = (int)l->max_qp_wr;
@@ -265,6 +266,7 @@ static int sv_query_device_ex(struct ibv_context *ibctx,
 	memset(&a, 0, sizeof(a));
 	sv_fill_device_attr(sv_ctx(ibctx)->dev, &a.orig_attr);
 	a.max_dm_size = 0;
+	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;	/* rdma-core always fills it */
 	memcpy(attr, &a, len < sizeof(a) ? len : sizeof(a));
 	return 0;
 }

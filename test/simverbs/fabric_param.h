@@ -62,8 +62,27 @@ struct sv_limits {
 #define SV_DEFAULT_ETH_SPEED	32	/* EDR/25 Gb/s per lane -> 4X = 100 Gb/s */
 #define SV_DEFAULT_WIDTH	2	/* 4X */
 #define SV_DEFAULT_MTU		5	/* IBV_MTU_4096 */
-#define SV_VENDOR_ID		0x02c9	/* shows as Mellanox to tools */
+/* Device identity (device key vendor=soft|mellanox).  Default: a software
+ * RDMA device as the kernel's rxe reports itself (IBTA vendor id 0xffffff "no
+ * vendor", part id 0, hw_ver 0, firmware 0.0.0) on a virtio-net PCI function
+ * (Red Hat 0x1af4:0x1041, class Ethernet), as rxe over a VM's NIC shows it.
+ * vendor=mellanox keeps the ConnectX-6 look for tests of vendor-keyed code;
+ * the stand-in libmlx5 then still answers "not an mlx5 device", as
+ * rdma-core's libmlx5 does for any device another provider drives. */
+#define SV_IDENTITY_SOFT	0u
+#define SV_IDENTITY_MELLANOX	1u
+#define SV_SOFT_VENDOR_ID	0xffffff
+#define SV_SOFT_VENDOR_PART_ID	0
+#define SV_SOFT_FW_VER		"0.0.0"
+#define SV_SOFT_PCI_VENDOR	0x1af4
+#define SV_SOFT_PCI_DEVICE	0x1041
+#define SV_SOFT_PCI_CLASS	0x020000
+#define SV_VENDOR_ID		0x02c9	/* vendor=mellanox: Mellanox */
 #define SV_VENDOR_PART_ID	4123	/* ConnectX-6 */
+#define SV_MLX_FW_VER		"20.99.1000"
+#define SV_MLX_PCI_VENDOR	0x15b3
+#define SV_MLX_PCI_DEVICE	0x101b
+#define SV_MLX_PCI_CLASS	0x020700
 
 /* Retry-exceeded delay = 4.096us * 2^timeout * (retry_cnt + 1) * scale. */
 #define SV_DEFAULT_TIMEOUT_SCALE 0.01

@@ -216,7 +216,8 @@ void sv_qpx_free(struct sv_qp *qp)
 
 struct ibv_qp *sv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *a)
 {
-	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+			 IBV_QP_INIT_ATTR_CREATE_FLAGS;
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp *ibqp;
 	int rc;
@@ -225,7 +226,11 @@ struct ibv_qp *sv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_att
 		errno = EINVAL;
 		return NULL;
 	}
-	if ((a->comp_mask & ~known) || a->create_flags ||
+	/* As rxe: CREATE_FLAGS is a known mask bit, but no flag is supported,
+	 * so any set bit (known to verbs.h or not) is EOPNOTSUPP; create_flags
+	 * is read only when the mask bit says it is valid. */
+	if ((a->comp_mask & ~known) ||
+	    ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) ||
 	    ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~SV_OPS_OK))) {
 		errno = EOPNOTSUPP;
 		return NULL;

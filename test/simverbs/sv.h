@@ -243,6 +243,7 @@ struct sv_device {
 	/* lossless-Ethernet state in the fake sysfs (RoCE): priority bitmask
 	 * | SV_LOSSLESS_SET; 0: the files are absent (ecn_np, ecn_rp, pfc) */
 	uint16_t ecn_np, ecn_rp, pfc;
+	uint32_t identity;		/* SV_IDENTITY_* (vendor=...) */
 	uint64_t node_guid;		/* network order */
 	uint64_t sys_guid;
 	struct sv_limits lim;

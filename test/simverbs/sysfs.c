@@ -66,7 +66,8 @@ static void sv_put(const char *dir, const char *file, const char *fmt, ...)
 		return;
 	fputs(buf, f);
 	fclose(f);
-	rename(tmp, path);
+	if (rename(tmp, path) && (rmdir(path) || rename(tmp, path)))
+		unlink(tmp);	/* (a directory stood there: see sv_put_einval) */
 }
 
 /* Points link at target, replacing an existing link atomically (rename), so a
@@ -82,6 +83,14 @@ static void sv_symlink(const char *target, const char *link)
 		sv_log("sysfs: symlink %s: %s", link, strerror(errno));
 		unlink(tmp);
 	}
+}
+
+static void sv_unlink_in(const char *dir, const char *file)
+{
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	unlink(path);
 }
 
 static const char *sv_state_str(uint32_t s)
@@ -123,6 +132,57 @@ static int sv_rate_gbps(const struct sv_port *pt)
 	return (pt->speed < 129 ? lane[pt->speed] : 0) * lanes;
 }
 
+/* A sysfs attribute whose read() fails with EINVAL, for every user: the
+ * kernel answers a read of gid_attrs/{types,ndevs}/<i> of an empty GID entry
+ * (and ndevs of an IB GID, which has no netdev) that way, and rdma-core and
+ * UCX rely on it.  Plain files cannot fail a read, so such entries are
+ * symlinks to a real kernel attribute that behaves so: the loopback netdev's
+ * link speed (ethtool has none: -EINVAL).  It is probed once; where it does
+ * not fail with EINVAL the entry is a directory (read() fails with EISDIR),
+ * still never an empty line.  Readers through ibv_read_sysfs_file() get -1
+ * with errno EINVAL either way (see there). */
+#define SV_SYSFS_EINVAL_TARGET "/sys/devices/virtual/net/lo/speed"
+
+static bool sv_einval_target_ok(void)
+{
+	static int ok = -1;
+	char c;
+	int fd;
+
+	if (ok < 0) {
+		fd = open(SV_SYSFS_EINVAL_TARGET, O_RDONLY | O_CLOEXEC);
+		ok = fd >= 0 && read(fd, &c, 1) < 0 && errno == EINVAL;
+		if (fd >= 0)
+			close(fd);
+	}
+	return ok;
+}
+
+static void sv_put_einval(const char *dir, const char *file)
+{
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	{
+		char d[600];
+		char *slash;
+
+		snprintf(d, sizeof(d), "%s", path);
+		slash = strrchr(d, '/');
+		if (slash) {
+			*slash = '\0';
+			sv_mkdirs(d);
+		}
+	}
+	if (sv_einval_target_ok()) {
+		rmdir(path);
+		sv_symlink(SV_SYSFS_EINVAL_TARGET, path);
+	} else {
+		unlink(path);
+		mkdir(path, 0555);
+	}
+}
+
 static void sv_sysfs_port(const char *ib, const struct sv_device *d, uint32_t p)
 {
 	const struct sv_port *pt = &d->ports[p];
@@ -147,13 +207,16 @@ static void sv_sysfs_port(const char *ib, const struct sv_device *d, uint32_t p)
 		sv_gid_str(s, sizeof(s), &g->gid);
 		snprintf(f, sizeof(f), "gids/%u", i);
 		sv_put(dir, f, "%s\n", s);
-		if (!eth)
-			continue;
 		snprintf(f, sizeof(f), "gid_attrs/types/%u", i);
-		sv_put(dir, f, "%s\n", !g->valid ? "" :
-		       g->type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : "IB/RoCE v1");
+		if (g->valid)
+			sv_put(dir, f, "%s\n", g->type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : "IB/RoCE v1");
+		else
+			sv_put_einval(dir, f);
 		snprintf(f, sizeof(f), "gid_attrs/ndevs/%u", i);
-		sv_put(dir, f, "%s\n", g->valid ? "eth0" : "");
+		if (g->valid && eth)
+			sv_put(dir, f, "eth0\n");
+		else
+			sv_put_einval(dir, f);
 	}
 }
 
@@ -186,9 +249,11 @@ static void sv_sysfs_lossless(const char *root, const struct sv_device *d, const
 
 static void sv_sysfs_pci(const char *pci, const struct sv_device *d)
 {
-	sv_put(pci, "vendor", "0x15b3\n");
-	sv_put(pci, "device", "0x101b\n");
-	sv_put(pci, "class", "0x020700\n");
+	bool mlx = d->identity == SV_IDENTITY_MELLANOX;
+
+	sv_put(pci, "vendor", "0x%04x\n", mlx ? SV_MLX_PCI_VENDOR : SV_SOFT_PCI_VENDOR);
+	sv_put(pci, "device", "0x%04x\n", mlx ? SV_MLX_PCI_DEVICE : SV_SOFT_PCI_DEVICE);
+	sv_put(pci, "class", "0x%06x\n", mlx ? SV_MLX_PCI_CLASS : SV_SOFT_PCI_CLASS);
 	sv_put(pci, "numa_node", "0\n");
 	sv_put(pci, "local_cpulist", "0-%ld\n", sysconf(_SC_NPROCESSORS_ONLN) - 1);
 	sv_put(pci, "local_cpus", "%lx\n", (1ul << sysconf(_SC_NPROCESSORS_ONLN)) - 1);
@@ -196,9 +261,8 @@ static void sv_sysfs_pci(const char *pci, const struct sv_device *d)
 	sv_put(pci, "current_link_speed", "16.0 GT/s PCIe\n");
 	sv_put(pci, "max_link_width", "16\n");
 	sv_put(pci, "current_link_width", "16\n");
-	sv_put(pci, "subsystem_vendor", "0x15b3\n");
-	sv_put(pci, "subsystem_device", "0x0007\n");
-	(void)d;
+	sv_put(pci, "subsystem_vendor", "0x%04x\n", mlx ? SV_MLX_PCI_VENDOR : SV_SOFT_PCI_VENDOR);
+	sv_put(pci, "subsystem_device", "0x%04x\n", mlx ? 0x0007 : 0x0001);
 }
 
 static void sv_sysfs_device(const char *root, const struct sv_device *d)
@@ -220,8 +284,12 @@ static void sv_sysfs_device(const char *root, const struct sv_device *d)
 	sv_put(ib, "sys_image_guid", "%s\n", s);
 	sv_put(ib, "node_type", d->ibv.node_type == IBV_NODE_RNIC ? "4: RNIC\n" : "1: CA\n");
 	sv_put(ib, "node_desc", "simverbs %s\n", d->ibv.name);
-	sv_put(ib, "fw_ver", "20.99.1000\n");
-	sv_put(ib, "hca_type", "SIM%u\n", SV_VENDOR_PART_ID);
+	sv_put(ib, "fw_ver", "%s\n", d->identity == SV_IDENTITY_MELLANOX ? SV_MLX_FW_VER
+									 : SV_SOFT_FW_VER);
+	if (d->identity == SV_IDENTITY_MELLANOX)
+		sv_put(ib, "hca_type", "MT%u\n", SV_VENDOR_PART_ID);
+	else
+		sv_unlink_in(ib, "hca_type");	/* rxe has none */
 	sv_put(ib, "board_id", "SIM0000000001\n");
 	sv_put(ib, "hw_rev", "0x0\n");
 	for (uint32_t p = 0; p < d->nports; p++)
@@ -339,7 +407,14 @@ int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t siz
 	if (fd < 0)
 		return -1;
 	n = read(fd, buf, size);
-	close(fd);
+	if (n < 0 && errno == EISDIR)
+		errno = EINVAL;	/* the directory stand-in for a failing attribute */
+	{
+		int e = errno;
+
+		close(fd);
+		errno = e;
+	}
 	if (n <= 0)
 		return -1;
 	if ((size_t)n < size)

@@ -10,6 +10,12 @@ TESTS += test/simverbs/tests/sv_rdmacm
 endif
 EXTRA_DIST += test/simverbs/tests/sv_rdmacm.c
 
+# ---- answers third-party software relies on (phys_port_cnt_ex, create flags,
+# sysfs EINVAL, identity, atomics)
+check_PROGRAMS += test/simverbs/tests/sv_compat
+test_simverbs_tests_sv_compat_LDADD = $(IBVERBS_LIBS) -ldl
+TESTS += test/simverbs/tests/sv_compat
+
 # ---- Debian programs (skip 77 when rdmacm-utils / ucx-utils are missing)
 SV_THIRDPARTY_CHECKS = test/simverbs/checks/rdmacm-utils.sh test/simverbs/checks/ucx-load.sh
 EXTRA_DIST += $(SV_THIRDPARTY_CHECKS)
