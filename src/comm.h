@@ -190,6 +190,7 @@ struct nv_comm_qp {
 	int max_recv;			/* receive queue depth (receiver) */
 	int max_inline;			/* inline bytes granted (NCCL_IB_USE_INLINE) */
 	int recv_outstanding;		/* RECVs posted and not yet completed */
+	bool ece;			/* the peer's ECE was set before RTR (reduced) */
 };
 
 enum nv_comm_type { NV_COMM_LISTEN = 1, NV_COMM_SEND, NV_COMM_RECV };

@@ -24,3 +24,10 @@ check_PROGRAMS += test/unit/test_cts
 TESTS += test/unit/test_cts
 test_unit_test_cts_SOURCES = test/unit/test_cts.c
 test_unit_test_cts_LDADD = libnvcore.la $(IBVERBS_LIBS)
+
+# ECE negotiated through the handshake (simverbs' mlx5-like ECE); modify_qp
+# retried on ETIMEDOUT (NCCL_IB_MQP_RETRY_*, simverbs' rtr_timeouts).
+check_PROGRAMS += test/unit/test_qp_knobs
+TESTS += test/unit/test_qp_knobs
+test_unit_test_qp_knobs_SOURCES = test/unit/test_qp_knobs.c
+test_unit_test_qp_knobs_LDADD = libnvcore.la $(IBVERBS_LIBS)

@@ -545,6 +545,9 @@ static nv_status_t nv_discover(void)
 		return NV_ERR_SYSTEM;
 	}
 	NV_CHECK_GOTO(nv_ibv_load(nv_param_str(NV_PARAM_IBVERBS_LIB)), st, err);
+	nv_ibv_set_mqp_retry(nv_param_int(NV_PARAM_IB_MQP_RETRY_ALL) != 0,
+			     (int)nv_param_int(NV_PARAM_IB_MQP_RETRY_CNT),
+			     (int)nv_param_int(NV_PARAM_IB_MQP_RETRY_SLEEP_MSEC));
 	NV_CHECK_GOTO(nv_ibv_get_device_list(&list, &n), st, err);
 	for (int i = 0; i < n && list[i]; i++)
 		NV_CHECK_GOTO(nv_scan_hca(list[i], &filter), st, err);

@@ -424,18 +424,44 @@ nv_status_t nv_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init, s
 	return NV_OK;
 }
 
+/* NCCL_IB_MQP_RETRY_ALL / _CNT / _SLEEP_MSEC, NCCL's defaults until set. */
+static struct {
+	bool all;
+	int cnt, sleep_ms;
+} nv_mqp_retry = { false, 34, 100 };
+
+void nv_ibv_set_mqp_retry(bool all, int cnt, int sleep_ms)
+{
+	nv_mqp_retry.all = all;
+	nv_mqp_retry.cnt = cnt < 0 ? 0 : cnt;
+	nv_mqp_retry.sleep_ms = sleep_ms < 0 ? 0 : sleep_ms;
+}
+
 nv_status_t nv_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
-	char extra[128];
-	int ret;
+	const char *to = (mask & IBV_QP_STATE) ? nv_ibv_qp_state_str(attr->qp_state) : "same state";
+	char extra[160];
+	int ret, err = 0, tries = 0;
 
-	errno = 0;
-	ret = nv_ibv_sym.modify_qp(qp, attr, mask);
-	if (!ret)
-		return NV_OK;
-	snprintf(extra, sizeof(extra), " moving to %s (mask 0x%x)",
-		 (mask & IBV_QP_STATE) ? nv_ibv_qp_state_str(attr->qp_state) : "same state", mask);
-	return nv_qp_fail("ibv_modify_qp", qp, nv_int_err(ret), extra);
+	for (;;) {
+		errno = 0;
+		ret = nv_ibv_sym.modify_qp(qp, attr, mask);
+		tries++;
+		if (!ret)
+			return NV_OK;
+		err = nv_int_err(ret);
+		if ((err != ETIMEDOUT && !nv_mqp_retry.all) || tries > nv_mqp_retry.cnt)
+			break;
+		/* RoCE address resolution (ARP/ND behind the GID) can time out once in a
+		 * while: wait longer each time and try again, as NCCL */
+		NV_INFO(NV_SUB_NET, "ibv_modify_qp on %s qpn 0x%x moving to %s: %s; retry %d/%d in "
+			"%d ms", nv_ctx_name(qp->context), qp->qp_num, to, strerror(err), tries,
+			nv_mqp_retry.cnt, nv_mqp_retry.sleep_ms * tries);
+		nv_sleep_ms((uint64_t)nv_mqp_retry.sleep_ms * (uint64_t)tries);
+	}
+	snprintf(extra, sizeof(extra), " moving to %s (mask 0x%x)%s", to, mask,
+		 tries > 1 ? " after retries (NCCL_IB_MQP_RETRY_CNT)" : "");
+	return nv_qp_fail("ibv_modify_qp", qp, err, extra);
 }
 
 nv_status_t nv_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,

@@ -76,7 +76,11 @@ nv_status_t nv_ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
 			     struct ibv_cq **cq);
 nv_status_t nv_ibv_destroy_cq(struct ibv_cq *cq);
 nv_status_t nv_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init, struct ibv_qp **qp);
+/* Retries ETIMEDOUT (any error when `all`) up to `cnt` times, sleeping
+ * sleep_ms x attempt between tries (INFO each); WARNs only on final failure.
+ * Set once at init from NCCL_IB_MQP_RETRY_ALL/_CNT/_SLEEP_MSEC. */
 nv_status_t nv_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+void nv_ibv_set_mqp_retry(bool all, int cnt, int sleep_ms);
 nv_status_t nv_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
 			    struct ibv_qp_init_attr *init);
 nv_status_t nv_ibv_destroy_qp(struct ibv_qp *qp);

@@ -23,6 +23,14 @@ uint64_t nv_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void nv_sleep_ms(uint64_t ms)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
 char *nv_memlock_str(char *buf, size_t len)
 {
 	struct rlimit rl;

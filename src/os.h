@@ -11,6 +11,8 @@
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t nv_now_ns(void);
+/* Sleeps ms milliseconds (resumes after signals). Control path only. */
+void nv_sleep_ms(uint64_t ms);
 /* "unlimited", "N bytes" or "unknown (...)" into buf; returns buf. */
 char *nv_memlock_str(char *buf, size_t len);
 /* True when the kernel applies RLIMIT_MEMLOCK to this process's pinning: the

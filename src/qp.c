@@ -324,10 +324,56 @@ void nv_comm_fill_meta(struct nv_comm *c, int role, struct nv_meta *m)
 	for (i = 0; i < c->nqps; i++) {
 		m->qp[i].qpn = c->qps[i].qp->qp_num;
 		m->qp[i].dev = c->qps[i].dev;
+		/* the connector offers its options; the acceptor answers, after RTS,
+		 * with the reduced ones only when it took the connector's (as NCCL) */
+		if (role == NV_META_ROLE_RECV && !c->qps[i].ece)
+			continue;
 		if (ece && nv_ibv_query_ece(c->qps[i].qp, &m->qp[i].ece_vendor_id,
 					    &m->qp[i].ece_options, &m->qp[i].ece_comp_mask) == 0)
 			m->qp[i].ece_valid = 1;
 	}
+}
+
+/*
+ * Gives QP i the peer's ECE before RTR. Skipped (INFO) when the peer sent
+ * none, ECE is off here (NCCL_IB_ECE_ENABLE=0) or unsupported, or the vendors
+ * differ (a vendor's options mean nothing to another's NIC, and mlx5 refuses
+ * them with EINVAL). Any other set_ece failure fails the connection (logged
+ * by the seam), as in NCCL.
+ */
+static nv_status_t nv_comm_qp_ece(struct nv_comm *c, int i, const struct nv_meta_qp *r)
+{
+	struct nv_comm_qp *q = &c->qps[i];
+	uint32_t vendor, options, mask;
+	int err;
+
+	q->ece = false;
+	if (!r->ece_valid || !nv_param_int(NV_PARAM_IB_ECE_ENABLE))
+		return NV_OK;
+	err = nv_ibv_query_ece(q->qp, &vendor, &options, &mask);
+	if (err)
+		return err == EOPNOTSUPP ? NV_OK : NV_ERR_SYSTEM; /* logged */
+	if (vendor != r->ece_vendor_id) {
+		NV_INFO(NV_SUB_NET, "qpn 0x%x: no ECE: peer's vendor 0x%x, ours 0x%x", q->qp->qp_num,
+			r->ece_vendor_id, vendor);
+		return NV_OK;
+	}
+	err = nv_ibv_set_ece(q->qp, r->ece_vendor_id, r->ece_options, r->ece_comp_mask);
+	if (err)
+		return err == EOPNOTSUPP ? NV_OK : NV_ERR_SYSTEM; /* logged */
+	q->ece = true;
+	return NV_OK;
+}
+
+/* INFO: what ECE a QP runs with after RTS. */
+static void nv_comm_qp_ece_log(struct nv_comm *c, int i, const struct nv_meta_qp *r)
+{
+	uint32_t vendor, options, mask;
+
+	if (!c->qps[i].ece || nv_ibv_query_ece(c->qps[i].qp, &vendor, &options, &mask))
+		return;
+	NV_INFO(NV_SUB_NET, "qpn 0x%x: ECE vendor 0x%x options 0x%x (peer gave 0x%x)",
+		c->qps[i].qp->qp_num, vendor, options, r->ece_options);
 }
 
 static int nv_comm_need_grh(const struct nv_comm_dev *d, const struct nv_meta_dev *r)
@@ -410,22 +456,22 @@ static nv_status_t nv_comm_qp_rts(struct nv_comm *c, int i)
 
 nv_status_t nv_comm_qps_ready(struct nv_comm *c, int tc)
 {
-	int ece = (int)nv_param_int(NV_PARAM_IB_ECE_ENABLE);
 	nv_status_t st;
 	int i;
 
 	for (i = 0; i < c->nqps; i++) {
 		const struct nv_meta_qp *r = &c->rmeta->qp[i];
 
-		if (ece && r->ece_valid)
-			(void)nv_ibv_set_ece(c->qps[i].qp, r->ece_vendor_id, r->ece_options,
-					     r->ece_comp_mask);
+		st = nv_comm_qp_ece(c, i, r);
+		if (st != NV_OK)
+			return st;
 		st = nv_comm_qp_rtr(c, i, tc);
 		if (st != NV_OK)
 			return st;
 		st = nv_comm_qp_rts(c, i);
 		if (st != NV_OK)
 			return st;
+		nv_comm_qp_ece_log(c, i, r);
 	}
 	return NV_OK;
 }

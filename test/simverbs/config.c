@@ -163,6 +163,13 @@ static int sv_apply_kv(struct sv_device *d, const char *k, const char *v)
 		*m = (uint16_t)(SV_LOSSLESS_SET | (b & 0xff));
 		return b > 0xff ? EINVAL : 0;
 	}
+	if (!strcmp(k, "ece_vendor") || !strcmp(k, "ece_options") || !strcmp(k, "rtr_timeouts")) {
+		uint32_t *m = k[0] == 'r' ? &d->rtr_timeouts : k[4] == 'v' ? &d->ece_vendor
+										  : &d->ece_options;
+
+		*m = (uint32_t)strtoul(v, NULL, 0);
+		return 0;
+	}
 	if (!strcmp(k, "ports")) {
 		d->nports = (uint32_t)strtoul(v, NULL, 0);
 		return d->nports >= 1 && d->nports <= SV_MAX_PORTS ? 0 : EINVAL;

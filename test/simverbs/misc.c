@@ -194,19 +194,60 @@ int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_
 	return 0;
 }
 
-/* ECE is not emulated: both directions say EOPNOTSUPP. */
+/*
+ * ECE as mlx5 does it, on devices configured with ece_vendor=: a new QP
+ * reports the device's options; ibv_set_ece (vendor id must match, comp_mask
+ * 0, before RTR) gives the peer's; at INIT->RTR the QP takes the intersection
+ * (sv_qp_ece_rtr), which query_ece reports from then on. Other devices:
+ * EOPNOTSUPP both ways.
+ */
 SV_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece);
-int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+int ibv_query_ece(struct ibv_qp *ibqp, struct ibv_ece *ece)
 {
-	(void)qp; (void)ece;
-	return EOPNOTSUPP;
+	struct sv_qp *qp = (struct sv_qp *)ibqp;
+	const struct sv_device *d;
+	uint32_t st;
+
+	if (!qp || !ece)
+		return EINVAL;
+	d = qp->ctx->dev;
+	if (!d->ece_vendor)
+		return EOPNOTSUPP;
+	st = atomic_load(&qp->sh->state);
+	ece->vendor_id = d->ece_vendor;
+	ece->options = st == IBV_QPS_RESET || st == IBV_QPS_INIT ? d->ece_options : qp->ece_options;
+	ece->comp_mask = 0;
+	return 0;
 }
 
 SV_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece);
-int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+int ibv_set_ece(struct ibv_qp *ibqp, struct ibv_ece *ece)
 {
-	(void)qp; (void)ece;
-	return EOPNOTSUPP;
+	struct sv_qp *qp = (struct sv_qp *)ibqp;
+	uint32_t st;
+
+	if (!qp || !ece)
+		return EINVAL;
+	if (!qp->ctx->dev->ece_vendor)
+		return EOPNOTSUPP;
+	st = atomic_load(&qp->sh->state);
+	if (ece->comp_mask || ece->vendor_id != qp->ctx->dev->ece_vendor ||
+	    (st != IBV_QPS_RESET && st != IBV_QPS_INIT)) {
+		SV_DBG("set_ece 0x%x: vendor 0x%x comp_mask 0x%x in state %u: EINVAL (vendor "
+		       "0x%x, before RTR only)", ibqp->qp_num, ece->vendor_id, ece->comp_mask, st,
+		       qp->ctx->dev->ece_vendor);
+		return EINVAL;
+	}
+	qp->ece_set = true;
+	qp->ece_set_options = ece->options;
+	return 0;
+}
+
+void sv_qp_ece_rtr(struct sv_qp *qp)
+{
+	const struct sv_device *d = qp->ctx->dev;
+
+	qp->ece_options = qp->ece_set ? qp->ece_set_options & d->ece_options : d->ece_options;
 }
 
 #define SV_NULL_EOPNOTSUPP do { errno = EOPNOTSUPP; return NULL; } while (0)

@@ -453,9 +453,18 @@ static int sv_modify_locked(struct sv_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (next == IBV_QPS_RESET) {
 		sv_set_state(qp, IBV_QPS_RESET);
 		sv_qp_reset(qp);
+		qp->ece_set = false;
 		return 0;
 	}
 	if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+		struct sv_device *dev = qp->ctx->dev;
+
+		if (dev->rtr_timeouts) { /* knob: address resolution times out */
+			dev->rtr_timeouts--;
+			SV_DBG("modify_qp 0x%x -> RTR: ETIMEDOUT (rtr_timeouts knob, %u left)",
+			       qp->ibv.qp_num, dev->rtr_timeouts);
+			return ETIMEDOUT;
+		}
 		rc = sv_to_rtr(qp, a);
 		if (rc) {
 			SV_DBG("modify_qp 0x%x -> RTR: path_mtu %d (port %u), GRH %d sgid_index %u, "
@@ -466,6 +475,8 @@ static int sv_modify_locked(struct sv_qp *qp, struct ibv_qp_attr *a, int mask)
 			return rc;
 		}
 	}
+	if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR)
+		sv_qp_ece_rtr(qp);
 	sv_apply_attrs(qp, a, mask);
 	sv_set_state(qp, next);
 	return 0;

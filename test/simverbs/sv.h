@@ -244,6 +244,12 @@ struct sv_device {
 	 * | SV_LOSSLESS_SET; 0: the files are absent (ecn_np, ecn_rp, pfc) */
 	uint16_t ecn_np, ecn_rp, pfc;
 	uint32_t identity;		/* SV_IDENTITY_* (vendor=...) */
+	/* ECE (mlx5's model): vendor id (0: ECE unsupported, EOPNOTSUPP) and the
+	 * option bits this device supports */
+	uint32_t ece_vendor, ece_options;
+	/* the first rtr_timeouts INIT->RTR transitions of this process on this
+	 * device fail with ETIMEDOUT (RoCE address resolution timing out) */
+	uint32_t rtr_timeouts;
 	uint64_t node_guid;		/* network order */
 	uint64_t sys_guid;
 	struct sv_limits lim;
@@ -386,6 +392,10 @@ struct sv_qp {
 	int peer_chan_fd;
 	union ibv_gid dgid;
 	bool dgid_valid;
+	/* ECE: options given by ibv_set_ece (before RTR) and those the QP runs
+	 * with from RTR on (the intersection with the device's) */
+	bool ece_set;
+	uint32_t ece_set_options, ece_options;
 	uint64_t peer_checked;
 	bool peer_dead;
 	bool stalled;
@@ -435,6 +445,7 @@ struct sv_device *sv_dev_by_name(const char *name);
 
 /* gid.c */
 int sv_build_gid_table(struct sv_device *dev, struct sv_port *port);
+void sv_qp_ece_rtr(struct sv_qp *qp);	/* misc.c: the ECE options from RTR on */
 int sv_gid_lookup(const struct sv_port *port, const union ibv_gid *gid);
 
 /* sysfs.c */
