@@ -58,6 +58,12 @@ TESTS += test/unit/test-info.sh
 dist_check_SCRIPTS += test/unit/test-layers.sh
 EXTRA_DIST += scripts/check-layers.sh
 TESTS += test/unit/test-layers.sh
+# Advertised limits hold (maxComms pairs connect under a lowered max_qp, ...).
+check_PROGRAMS += test/unit/test_limits
+TESTS += test/unit/test_limits
+test_unit_test_limits_SOURCES = test/unit/test_limits.c
+test_unit_test_limits_LDADD = $(IBVERBS_LIBS)
+EXTRA_test_unit_test_limits_DEPENDENCIES = libnccl-net-verbs.la
 # NIC fusion end to end (three simverbs devices, data through merged vNICs).
 check_PROGRAMS += test/unit/test_vnic
 TESTS += test/unit/test_vnic

@@ -645,6 +645,40 @@ static int16_t nv_vdev_plane(const struct nv_vdev *v)
 	return (int16_t)mask;
 }
 
+/*
+ * How many comms the vNIC's devices can hold. One comm takes, on each member
+ * device, its share of the data QPs (NCCL_IB_QPS_PER_CONNECTION, assuming the
+ * peer's vNIC has as many devices, as NCCL fuses alike on every node), one CQ
+ * and, on a receive comm when GPUDirect flushes are on, one flush QP (as NCCL,
+ * a flush QP per comm and device). Members on one HCA share its max_qp and
+ * max_cq. The receive comm is the larger, so it sets the bound.
+ */
+static int nv_vdev_max_comms(const struct nv_vdev *v)
+{
+	int q = (int)nv_param_int(NV_PARAM_IB_QPS_PER_CONNECTION), flush = 1, best = INT32_MAX;
+
+	if (nv_param_int(NV_PARAM_GDR_FLUSH_DISABLE))
+		flush = 0;
+	for (int i = 0; i < v->ndevs; i++)
+		if (!(nv_devs[v->devs[i]]->hca->gdr.ptr_support & (NCCL_PTR_CUDA | NCCL_PTR_DMABUF)))
+			flush = 0;
+	for (int i = 0; i < v->ndevs; i++) {
+		const struct nv_hca *h = nv_devs[v->devs[i]]->hca;
+		int qps = 0, cqs = 0, n;
+
+		for (int j = 0; j < v->ndevs; j++) /* every member on this HCA */
+			if (nv_devs[v->devs[j]]->hca == h) {
+				qps += q + flush;
+				cqs++;
+			}
+		n = h->attr.max_qp / qps < h->attr.max_cq / cqs ? h->attr.max_qp / qps
+								 : h->attr.max_cq / cqs;
+		if (n < best)
+			best = n;
+	}
+	return best;
+}
+
 static int16_t nv_vdev_rail(const struct nv_vdev *v)
 {
 	int16_t r = nv_devs[v->devs[0]]->rail;
@@ -671,14 +705,12 @@ nv_status_t nv_vdev_properties(int vdev, ncclNetProperties_v12_t *p)
 	p->pciPath = d0->hca->pci_path[0] ? (char *)d0->hca->pci_path : NULL;
 	p->guid = d0->guid;
 	p->ptrSupport = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
-	p->maxComms = INT32_MAX;
+	p->maxComms = nv_vdev_max_comms(v);
 	for (int i = 0; i < v->ndevs; i++) {
 		const struct nv_dev *d = nv_devs[v->devs[i]];
 
 		p->ptrSupport &= d->hca->gdr.ptr_support | NCCL_PTR_HOST;
 		p->speed += d->speed_mbps > 0 ? d->speed_mbps : 10000; /* NCCL's own fallback */
-		if (d->hca->attr.max_qp < p->maxComms)
-			p->maxComms = d->hca->attr.max_qp;
 		p->vProps.devs[i] = v->devs[i];
 	}
 	p->vProps.ndevs = v->ndevs;

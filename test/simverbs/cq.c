@@ -120,7 +120,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *ibctx, int cqe, void *cq_contex
 		errno = EINVAL;
 		return NULL;
 	}
-	if (sv_g.nobjs[SV_K_CQ] >= ctx->dev->lim.max_cq) {
+	if (ctx->dev->nobjs[SV_K_CQ] >= ctx->dev->lim.max_cq) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -150,6 +150,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *ibctx, int cqe, void *cq_contex
 	pthread_mutex_lock(&sv_g.lock);
 	sv_g.cq_by_slot[cq->slot] = cq;
 	pthread_mutex_unlock(&sv_g.lock);
+	cq->obj.dev = ctx->dev;
 	sv_obj_add(&cq->obj, SV_K_CQ);
 	return &cq->ibv;
 err_slot:

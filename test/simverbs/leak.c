@@ -79,6 +79,8 @@ static void sv_atfork_child(void)
 {
 	memset(sv_g.objs, 0, sizeof(sv_g.objs));
 	memset(sv_g.nobjs, 0, sizeof(sv_g.nobjs));
+	for (int i = 0; i < sv_g.ndevs; i++)
+		memset(sv_g.devs[i].nobjs, 0, sizeof(sv_g.devs[i].nobjs));
 	memset(sv_g.qp_by_slot, 0, sizeof(sv_g.qp_by_slot));
 	memset(sv_g.cq_by_slot, 0, sizeof(sv_g.cq_by_slot));
 	sv_g.nlqp = 0;

@@ -34,6 +34,8 @@ void sv_obj_add(struct sv_obj *o, enum sv_kind kind)
 	h->prev->next = o;
 	h->prev = o;
 	sv_g.nobjs[kind]++;
+	if (o->dev)
+		o->dev->nobjs[kind]++;
 	pthread_mutex_unlock(&sv_g.lock);
 }
 
@@ -45,6 +47,8 @@ void sv_obj_del(struct sv_obj *o)
 		o->next->prev = o->prev;
 		o->next = o->prev = NULL;
 		sv_g.nobjs[o->kind]--;
+		if (o->dev)
+			o->dev->nobjs[o->kind]--;
 	}
 	pthread_mutex_unlock(&sv_g.lock);
 }

@@ -25,7 +25,7 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *ibctx)
 		errno = EINVAL;
 		return NULL;
 	}
-	if (sv_g.nobjs[SV_K_PD] >= sv_ctx(ibctx)->dev->lim.max_pd) {
+	if (sv_ctx(ibctx)->dev->nobjs[SV_K_PD] >= sv_ctx(ibctx)->dev->lim.max_pd) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -37,6 +37,7 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *ibctx)
 	pd->ibv.context = ibctx;
 	pd->id = sv_next_id();
 	pd->ibv.handle = pd->id;
+	pd->obj.dev = sv_ctx(ibctx)->dev;
 	sv_obj_add(&pd->obj, SV_K_PD);
 	return &pd->ibv;
 }
@@ -218,7 +219,7 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 		errno = EINVAL;
 		return NULL;
 	}
-	if (sv_g.nobjs[SV_K_MR] >= lim->max_mr) {
+	if (sv_ctx(ibpd->context)->dev->nobjs[SV_K_MR] >= lim->max_mr) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -258,6 +259,7 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 	if (access & IBV_ACCESS_REMOTE_WRITE)
 		SV_PEER_WRITABLE(addr, len);
 	atomic_fetch_add(&pd->children, 1);
+	mr->obj.dev = sv_ctx(ibpd->context)->dev;
 	sv_obj_add(&mr->obj, SV_K_MR);
 	return &mr->ibv;
 err_unpin:

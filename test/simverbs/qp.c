@@ -206,7 +206,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr)
 		return NULL;
 	}
 	rc = sv_qp_check_cap(ctx, attr);
-	if (!rc && sv_g.nobjs[SV_K_QP] >= ctx->dev->lim.max_qp)
+	if (!rc && ctx->dev->nobjs[SV_K_QP] >= ctx->dev->lim.max_qp)	/* per device */
 		rc = ENOMEM;
 	if (rc) {
 		SV_DBG("create_qp on %s: type %d, wr %u/%u, sge %u/%u, inline %u: %s",
@@ -253,6 +253,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr)
 	atomic_fetch_add(&qp->scq->nqps, 1);
 	atomic_fetch_add(&qp->rcq->nqps, 1);
 	sv_qp_link(qp);
+	qp->obj.dev = ctx->dev;
 	sv_obj_add(&qp->obj, SV_K_QP);
 	return &qp->ibv;
 err_slot:

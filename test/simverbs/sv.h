@@ -235,6 +235,8 @@ struct sv_port {
 	struct sv_gid gids[SV_GID_TBL_LEN];
 };
 
+enum sv_kind { SV_K_CTX, SV_K_PD, SV_K_MR, SV_K_CQ, SV_K_QP, SV_K_CHAN, SV_K_NKINDS };
+
 struct sv_device {
 	struct ibv_device ibv;		/* first: apps see this */
 	uint32_t idx;
@@ -257,15 +259,16 @@ struct sv_device {
 	struct sv_dev_knobs *knobs;	/* in the fabric, once attached */
 	const struct sv_fabric *knobs_fab;	/* the fabric knobs points into */
 	uint64_t bw_busy_until[SV_MAX_PORTS];	/* process-local bw cap clock */
+	unsigned int nobjs[SV_K_NKINDS];	/* this process's objects per kind, vs lim (sv_g.lock) */
 };
 
 /* ---------------------------------------------------- local objects */
 
-enum sv_kind { SV_K_CTX, SV_K_PD, SV_K_MR, SV_K_CQ, SV_K_QP, SV_K_CHAN, SV_K_NKINDS };
 
 struct sv_obj {
 	struct sv_obj *prev, *next;
 	enum sv_kind kind;
+	struct sv_device *dev;		/* counted in dev->nobjs (PD, MR, CQ, QP) */
 };
 
 struct sv_context {
