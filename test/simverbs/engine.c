@@ -268,6 +268,21 @@ static void sv_responder_error(struct sv_qp *qp, const struct sv_rwqe *rw, uint3
 	sv_bump_epoch();
 }
 
+/*
+ * A remote access error (bad rkey, deregistered or out-of-range MR, rights
+ * or QP access flags) is a responder-side error too: as the IB spec has it
+ * and rxe does (do_class_d1e_error), the responder QP moves to error and its
+ * posted receives are flushed - its owner does that at its next verb
+ * (sv_qp_sync), with the QP's asynchronous event - and the requester gets
+ * REM_ACCESS_ERR.
+ */
+static enum sv_exec sv_access_error(struct sv_qp *qp)
+{
+	atomic_store(&qp->peer->state, IBV_QPS_ERR);
+	sv_bump_epoch();
+	return sv_fail(qp, IBV_WC_REM_ACCESS_ERR);
+}
+
 /* Builds the responder iovecs for a SEND from its receive WQE. */
 static int sv_recv_iovs(struct sv_qp *qp, const struct sv_rwqe *rw,
 			const struct sv_rwqe_sge *sg, uint32_t len, struct sv_iovs *io)
@@ -349,14 +364,14 @@ static enum sv_exec sv_do_rdma(struct sv_qp *qp, struct sv_swqe *w, struct sv_io
 	if (w->length && (sv_mr_check(sv_mr_lookup(w->rkey), w->rkey, qp->peer_pid,
 				      qp->peer->pd_id, w->remote_addr, w->length, need, &va) ||
 			  !(atomic_load_explicit(&qp->peer->access, memory_order_relaxed) & need)))
-		return sv_fail(qp, IBV_WC_REM_ACCESS_ERR);
+		return sv_access_error(qp);
 	if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && !sv_claim_recv(qp->peer_rq, &rw, sg))
 		return sv_rnr(qp, w, now);
 	r.iov_base = (void *)(uintptr_t)va;
 	r.iov_len = w->length;
 	rc = w->length ? sv_xfer(qp->peer_pid, !rd, lio->v, lio->n, &r, 1) : 0;
 	if (rc)
-		return rc == ESRCH ? sv_unreachable(qp, w, now) : sv_fail(qp, IBV_WC_REM_ACCESS_ERR);
+		return rc == ESRCH ? sv_unreachable(qp, w, now) : sv_access_error(qp);
 	if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
 		struct sv_cqe e = {
 			.wr_id = rw.wr_id, .opcode = IBV_WC_RECV_RDMA_WITH_IMM,

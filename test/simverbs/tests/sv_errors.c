@@ -1,7 +1,8 @@
 /*
  * Error completions (one process, a loopback QP pair): local key/range/PD
  * checks (LOC_PROT_ERR), remote key/range/rights/QP-access checks
- * (REM_ACCESS_ERR), SEND larger than the receive (REM_INV_REQ_ERR at the
+ * (REM_ACCESS_ERR, which also moves the responder QP to error and flushes
+ * its receives), SEND larger than the receive (REM_INV_REQ_ERR at the
  * requester, LOC_LEN_ERR at the responder), the QP moving to error and every
  * outstanding WR (signalled or not) flushing with WR_FLUSH_ERR, post-time
  * limits (SGE count, inline size), RNR retry exhaustion and rnr_retry=7,
@@ -73,6 +74,28 @@ static void post4(struct pair *p, uint64_t laddr, uint32_t lkey, uint64_t raddr,
 				      p->a.mr->lkey, p->bi.addr, p->bi.rkey, 0, 0, i), 0);
 }
 
+/* A remote access error is also the responder's: its QP moves to error and
+ * the receive it had posted (wr_id 77, from post4r) is flushed, as the IB spec
+ * and rxe have it, so a receiver never waits forever on a dead connection. */
+static void expect_responder_flushed(struct pair *p)
+{
+	struct ibv_qp_attr at;
+	struct ibv_qp_init_attr ia;
+	struct ibv_wc wc = svt_poll1(p->b.cq, 20000);
+
+	SVT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+	SVT_EQ(wc.wr_id, 77);
+	SVT_EQ(ibv_query_qp(p->b.qp, &at, IBV_QP_STATE, &ia), 0);
+	SVT_EQ(at.qp_state, IBV_QPS_ERR);
+}
+
+static void post4r(struct pair *p, uint64_t laddr, uint32_t lkey, uint64_t raddr, uint32_t rkey,
+		   enum ibv_wr_opcode op)
+{
+	SVT_EQ(svt_post_recv(&p->b, (uintptr_t)p->b.buf, 64, p->b.mr->lkey, 77), 0);
+	post4(p, laddr, lkey, raddr, rkey, op);
+}
+
 static void check_keys(void)
 {
 	struct pair p;
@@ -91,20 +114,23 @@ static void check_keys(void)
 	pair_down(&p);
 
 	pair_up(&p, 16, 64, 7, ACC);
-	post4(&p, (uintptr_t)p.a.buf, p.a.mr->lkey, p.bi.addr, p.bi.rkey ^ 0x100,
+	post4r(&p, (uintptr_t)p.a.buf, p.a.mr->lkey, p.bi.addr, p.bi.rkey ^ 0x100,
 	      IBV_WR_RDMA_WRITE);	/* bad rkey */
 	expect_fail_then_flush(&p, IBV_WC_REM_ACCESS_ERR);
+	expect_responder_flushed(&p);
 	pair_down(&p);
 
 	pair_up(&p, 16, 64, 7, ACC);
-	post4(&p, (uintptr_t)p.a.buf, p.a.mr->lkey, p.bi.addr + (1 << 20) - 32, p.bi.rkey,
+	post4r(&p, (uintptr_t)p.a.buf, p.a.mr->lkey, p.bi.addr + (1 << 20) - 32, p.bi.rkey,
 	      IBV_WR_RDMA_WRITE);	/* remote range */
 	expect_fail_then_flush(&p, IBV_WC_REM_ACCESS_ERR);
+	expect_responder_flushed(&p);
 	pair_down(&p);
 
 	pair_up(&p, 16, 64, 7, IBV_ACCESS_REMOTE_WRITE);	/* responder QP: no READ */
-	post4(&p, (uintptr_t)p.a.buf, p.a.mr->lkey, p.bi.addr, p.bi.rkey, IBV_WR_RDMA_READ);
+	post4r(&p, (uintptr_t)p.a.buf, p.a.mr->lkey, p.bi.addr, p.bi.rkey, IBV_WR_RDMA_READ);
 	expect_fail_then_flush(&p, IBV_WC_REM_ACCESS_ERR);
+	expect_responder_flushed(&p);
 	pair_down(&p);
 
 	/* an MR of another PD of the responder */
@@ -113,8 +139,9 @@ static void check_keys(void)
 	SVT_CHECK(pd2);
 	other = ibv_reg_mr(pd2, p.b.buf, 4096, ACC);
 	SVT_CHECK(other);
-	post4(&p, (uintptr_t)p.a.buf, p.a.mr->lkey, p.bi.addr, other->rkey, IBV_WR_RDMA_WRITE);
+	post4r(&p, (uintptr_t)p.a.buf, p.a.mr->lkey, p.bi.addr, other->rkey, IBV_WR_RDMA_WRITE);
 	expect_fail_then_flush(&p, IBV_WC_REM_ACCESS_ERR);
+	expect_responder_flushed(&p);
 	/* MR without REMOTE_WRITE */
 	SVT_EQ(ibv_dereg_mr(other), 0);
 	SVT_EQ(ibv_dealloc_pd(pd2), 0);
@@ -123,11 +150,26 @@ static void check_keys(void)
 	pair_up(&p, 16, 64, 7, ACC);
 	other = ibv_reg_mr(p.b.pd, p.b.buf, 4096, IBV_ACCESS_LOCAL_WRITE);
 	SVT_CHECK(other);
-	post4(&p, (uintptr_t)p.a.buf, p.a.mr->lkey, p.bi.addr, other->rkey, IBV_WR_RDMA_WRITE);
+	post4r(&p, (uintptr_t)p.a.buf, p.a.mr->lkey, p.bi.addr, other->rkey, IBV_WR_RDMA_WRITE);
 	expect_fail_then_flush(&p, IBV_WC_REM_ACCESS_ERR);
+	expect_responder_flushed(&p);
 	SVT_EQ(ibv_dereg_mr(other), 0);
 	pair_down(&p);
-	printf("key, range, PD and access checks with error + flush completions: ok\n");
+	/* an MR the responder deregistered */
+	pair_up(&p, 16, 64, 7, ACC);
+	other = ibv_reg_mr(p.b.pd, p.b.buf, 4096, ACC);
+	SVT_CHECK(other);
+	{
+		uint32_t rkey = other->rkey;
+
+		SVT_EQ(ibv_dereg_mr(other), 0);
+		post4r(&p, (uintptr_t)p.a.buf, p.a.mr->lkey, p.bi.addr, rkey, IBV_WR_RDMA_WRITE);
+	}
+	expect_fail_then_flush(&p, IBV_WC_REM_ACCESS_ERR);
+	expect_responder_flushed(&p);
+	pair_down(&p);
+	printf("key, range, PD and access checks with error + flush completions, responder "
+	       "QP to error with its receives flushed: ok\n");
 }
 
 static void check_send_len_and_limits(void)
