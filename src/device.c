@@ -71,6 +71,10 @@ static void nv_hca_pci_path(struct ibv_device *dev, char *out, size_t len)
 	n = strlen(real);
 	if (n > 2 && real[n - 2] == '.')
 		real[n - 1] = '0';
+	/* NCCL_IB_MERGE_VFS: the device number too (bus:DD.F), so the virtual
+	 * functions of one NIC count as one PCI device, as in NCCL */
+	if (n > 4 && real[n - 2] == '.' && nv_param_int(NV_PARAM_IB_MERGE_VFS))
+		real[n - 3] = real[n - 4] = '0';
 	snprintf(out, len, "%s", real);
 }
 
@@ -163,7 +167,12 @@ static void nv_hca_close(struct nv_hca *h)
 
 nv_status_t nv_dev_gid_table(struct nv_dev *d, struct nv_gid_entry **table, int *count)
 {
-	int n = d->link_layer == IBV_LINK_LAYER_INFINIBAND ? 1 : d->gid_tbl_len;
+	/* IB: GID 0 and, for IB routers, the routable-FLID index */
+	int n = d->link_layer == IBV_LINK_LAYER_INFINIBAND
+			? (int)nv_param_int(NV_PARAM_IB_ROUTABLE_FLID_GID_INDEX) + 1 : d->gid_tbl_len;
+
+	if (n > d->gid_tbl_len && d->link_layer == IBV_LINK_LAYER_INFINIBAND)
+		n = d->gid_tbl_len;
 	struct nv_gid_entry *tbl;
 	bool legacy = false;
 
@@ -210,14 +219,15 @@ static nv_status_t nv_dev_gid_compute(struct nv_dev *d, struct nv_gid_info *out)
 	if (st != NV_OK)
 		return st;
 	if (d->link_layer == IBV_LINK_LAYER_INFINIBAND)
-		pol.forced_index = 0; /* IB: GID 0 (subnet prefix + port GUID); LID routing */
+		pol.forced_index = nv_ib_gid_index(tbl, n); /* GID 0, or the routable FLID one */
 	nv_gid_select(tbl, n, &pol, out);
 	free(tbl);
-	if (d->link_layer == IBV_LINK_LAYER_INFINIBAND && out->index == 0) {
+	if (d->link_layer == IBV_LINK_LAYER_INFINIBAND && out->index >= 0) {
 		char g[INET6_ADDRSTRLEN];
 
-		snprintf(out->why, sizeof(out->why), "index 0 %s (InfiniBand: LID %u routing, GRH %s)",
-			 nv_ibv_gid_str(&out->gid, g, sizeof(g)), d->lid,
+		snprintf(out->why, sizeof(out->why), "index %d %s (InfiniBand: LID %u routing%s, GRH %s)",
+			 out->index, nv_ibv_gid_str(&out->gid, g, sizeof(g)), d->lid,
+			 out->index ? "; routable FLID GID (NCCL_IB_ROUTABLE_FLID_GID_INDEX)" : "",
 			 d->grh_required ? "required by the port" : "only across subnets");
 	}
 	return NV_OK;

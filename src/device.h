@@ -207,6 +207,13 @@ bool nv_gid_is_valid(const union ibv_gid *gid);    /* not zero, not fe80::/64 */
 /* NULL when a device of this transport can carry our RC transport (InfiniBand
  * and RoCE both report IBV_TRANSPORT_IB), else why not (iWARP, usNIC, ...). */
 const char *nv_transport_skip_reason(int transport_type);
+/* IB GIDs as NCCL reads them: bytes 4-5 the FLID (IB routers), bytes 6-7 the
+ * local subnet prefix. */
+uint16_t nv_gid_flid(const uint8_t raw[16]);
+uint16_t nv_gid_ib_subnet(const uint8_t raw[16]);
+/* The IB GID index to use: NCCL_IB_ROUTABLE_FLID_GID_INDEX when that entry
+ * exists and has a non-zero FLID, else 0. */
+int nv_ib_gid_index(const struct nv_gid_entry *tbl, int n);
 int nv_gid_family(const union ibv_gid *gid);       /* AF_INET if ::ffff:a.b.c.d */
 
 /* ---- GPUDirect (gdr.c) ---------------------------------------------------- */

@@ -376,12 +376,43 @@ static void nv_comm_qp_ece_log(struct nv_comm *c, int i, const struct nv_meta_qp
 		c->qps[i].qp->qp_num, vendor, options, r->ece_options);
 }
 
-static int nv_comm_need_grh(const struct nv_comm_dev *d, const struct nv_meta_dev *r)
+/*
+ * Addressing of a QP towards the peer's device, as NCCL: RoCE always with a
+ * GRH; InfiniBand by LID within a subnet (the low 16 bits of the subnet
+ * prefixes match, or the peer sent no GID) unless the port requires a GRH,
+ * and across subnets (an IB router) with a GRH and DLID = the peer's FLID.
+ * Returns whether a GRH is used; *dlid and why[] say the rest.
+ */
+static bool nv_comm_route(const struct nv_comm_dev *d, const struct nv_meta_dev *r,
+			  uint16_t *dlid, char *why, size_t len)
 {
-	if (d->dev->link_layer == IBV_LINK_LAYER_ETHERNET || d->dev->grh_required)
-		return 1;
-	/* IB: only across subnets (different GID subnet prefix, i.e. an IB router). */
-	return memcmp(d->gid.gid.raw, r->gid, 8) != 0 && r->gid[0] != 0;
+	uint16_t ls = nv_gid_ib_subnet(d->gid.gid.raw), rs = nv_gid_ib_subnet(r->gid);
+	uint16_t flid = nv_gid_flid(r->gid);
+	static const uint8_t zero[16];
+
+	*dlid = r->lid;
+	if (d->dev->link_layer == IBV_LINK_LAYER_ETHERNET) {
+		snprintf(why, len, "RoCE: GRH always");
+		return true;
+	}
+	if (ls == rs || !memcmp(r->gid, zero, 16)) {
+		snprintf(why, len, "same IB subnet 0x%04x: %s", ls,
+			 d->dev->grh_required ? "GRH (the port requires it), DLID = LID"
+					      : "LID routing, no GRH");
+		return d->dev->grh_required;
+	}
+	if (flid) {
+		*dlid = flid;
+		snprintf(why, len, "peer on IB subnet 0x%04x, ours 0x%04x: GRH, DLID = its FLID 0x%x "
+			 "(IB router)", rs, ls, flid);
+	} else {
+		NV_WARN("peer device %s is on IB subnet 0x%04x, ours (%s) on 0x%04x, and its GID has "
+			"no FLID: using its LID 0x%x, which a router cannot forward (configure FLIDs, "
+			"NCCL_IB_ROUTABLE_FLID_GID_INDEX)", r->name, rs, d->dev->name, ls, r->lid);
+		snprintf(why, len, "peer on IB subnet 0x%04x, ours 0x%04x: GRH, no FLID: DLID = LID",
+			 rs, ls);
+	}
+	return true;
 }
 
 static const char *nv_rtr_hint(int err, const struct nv_comm_dev *d)
@@ -402,8 +433,9 @@ static nv_status_t nv_comm_qp_rtr(struct nv_comm *c, int i, int tc)
 	struct nv_comm_dev *d = &c->dev[q->dev];
 	const struct nv_meta_dev *r = &c->rmeta->dev[c->rmeta->qp[i].dev];
 	struct ibv_qp_attr a;
-	char lg[64], rg[64];
+	char lg[64], rg[64], why[160];
 	nv_status_t st;
+	bool grh;
 
 	memset(&a, 0, sizeof(a));
 	q->rdev = c->rmeta->qp[i].dev;
@@ -416,10 +448,13 @@ static nv_status_t nv_comm_qp_rtr(struct nv_comm *c, int i, int tc)
 	a.rq_psn = 0;
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 12;
-	a.ah_attr.dlid = r->lid;
 	a.ah_attr.sl = c->sl;
 	a.ah_attr.port_num = d->dev->port;
-	if (nv_comm_need_grh(d, r)) {
+	grh = nv_comm_route(d, r, &a.ah_attr.dlid, why, sizeof(why));
+	if (i < c->ndevs) /* one line per device pair */
+		NV_INFO(NV_SUB_NET, "QP 0x%x %s:%u -> %s %s: %s", q->qp->qp_num, d->hca->name,
+			d->dev->port, c->peer, r->name, why);
+	if (grh) {
 		a.ah_attr.is_global = 1;
 		memcpy(a.ah_attr.grh.dgid.raw, r->gid, 16);
 		a.ah_attr.grh.sgid_index = (uint8_t)(d->gid.index < 0 ? 0 : d->gid.index);
@@ -454,11 +489,40 @@ static nv_status_t nv_comm_qp_rts(struct nv_comm *c, int i)
 							  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
+/* NCCL_IB_WARN_RAIL_LOCAL: say when the two sides' physical devices differ
+ * (by name: a rail-local fabric joins mlx5_0 to mlx5_0), e.g. a fused NIC
+ * talking to a single one. INFO, as NCCL. */
+static void nv_comm_rail_check(struct nv_comm *c)
+{
+	char local[128] = "", remote[128] = "";
+	int common = 0, i, j;
+
+	if (!nv_param_int(NV_PARAM_IB_WARN_RAIL_LOCAL))
+		return;
+	for (i = 0; i < c->ndevs; i++) {
+		snprintf(local + strlen(local), sizeof(local) - strlen(local), "%s%s", i ? "," : "",
+			 c->dev[i].dev->name);
+		for (j = 0; j < c->rmeta->ndevs; j++)
+			if (!strncmp(c->dev[i].dev->name, c->rmeta->dev[j].name,
+				     sizeof(c->rmeta->dev[j].name))) {
+				common++;
+				break;
+			}
+	}
+	for (j = 0; j < c->rmeta->ndevs; j++)
+		snprintf(remote + strlen(remote), sizeof(remote) - strlen(remote), "%s%.31s",
+			 j ? "," : "", c->rmeta->dev[j].name);
+	if (common < (c->ndevs > c->rmeta->ndevs ? c->ndevs : c->rmeta->ndevs))
+		NV_INFO(NV_SUB_NET, "mismatched physical devices between local (%s) and remote %s "
+			"(%s); to silence this, set NCCL_IB_WARN_RAIL_LOCAL=0", local, c->peer, remote);
+}
+
 nv_status_t nv_comm_qps_ready(struct nv_comm *c, int tc)
 {
 	nv_status_t st;
 	int i;
 
+	nv_comm_rail_check(c);
 	for (i = 0; i < c->nqps; i++) {
 		const struct nv_meta_qp *r = &c->rmeta->qp[i];
 

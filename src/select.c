@@ -160,6 +160,25 @@ int nv_port_speed_mbps(uint32_t active_speed, uint8_t active_width)
 
 /* ---- GIDs ------------------------------------------------------------------ */
 
+uint16_t nv_gid_flid(const uint8_t raw[16])
+{
+	return (uint16_t)(raw[4] << 8 | raw[5]);
+}
+
+uint16_t nv_gid_ib_subnet(const uint8_t raw[16])
+{
+	return (uint16_t)(raw[6] << 8 | raw[7]);
+}
+
+int nv_ib_gid_index(const struct nv_gid_entry *tbl, int n)
+{
+	int r = (int)nv_param_int(NV_PARAM_IB_ROUTABLE_FLID_GID_INDEX);
+
+	if (r > 0 && r < n && tbl[r].readable && nv_gid_flid(tbl[r].gid.raw))
+		return r;
+	return 0;
+}
+
 const char *nv_transport_skip_reason(int transport_type)
 {
 	switch (transport_type) {

@@ -170,6 +170,17 @@ static int sv_apply_kv(struct sv_device *d, const char *k, const char *v)
 		*m = (uint32_t)strtoul(v, NULL, 0);
 		return 0;
 	}
+	if (!strcmp(k, "pci")) { /* BB:DD.F in hex */
+		unsigned int b, dv, fn;
+
+		if (sscanf(v, "%x:%x.%x", &b, &dv, &fn) != 3 || b > 0xff || dv > 0x1f || fn > 7)
+			return EINVAL;
+		d->pci_set = 1;
+		d->pci_bus = (uint8_t)b;
+		d->pci_dev = (uint8_t)dv;
+		d->pci_fn = (uint8_t)fn;
+		return 0;
+	}
 	if (!strcmp(k, "ports")) {
 		d->nports = (uint32_t)strtoul(v, NULL, 0);
 		return d->nports >= 1 && d->nports <= SV_MAX_PORTS ? 0 : EINVAL;
@@ -196,6 +207,10 @@ static int sv_apply_kv(struct sv_device *d, const char *k, const char *v)
 			rc = sv_parse_speed(v, &pt->speed);
 		else if (!strcmp(k, "width"))
 			rc = sv_parse_width(v, &pt->width);
+		else if (!strcmp(k, "subnet"))
+			pt->subnet = (uint16_t)strtoul(v, NULL, 0);
+		else if (!strcmp(k, "flid"))
+			pt->flid = (uint16_t)(strtoul(v, NULL, 0) + p);
 		else if (!strcmp(k, "speed_mbps"))
 			pt->speed_mbps = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(k, "mtu"))

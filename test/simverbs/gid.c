@@ -73,7 +73,17 @@ int sv_build_gid_table(struct sv_device *dev, struct sv_port *pt)
 	memcpy(&g.raw[8], &dev->node_guid, 8);
 	g.raw[15] = (uint8_t)(g.raw[15] + (pt - dev->ports));
 	if (dev->link_layer == IBV_LINK_LAYER_INFINIBAND) {
+		if (pt->subnet) { /* routed subnet: site-local prefix fec0:0:0:<subnet> */
+			g.raw[1] = 0xc0;
+			g.raw[6] = (uint8_t)(pt->subnet >> 8);
+			g.raw[7] = (uint8_t)pt->subnet;
+		}
 		sv_gid_add(pt, &g, IBV_GID_TYPE_IB);
+		if (pt->flid) { /* index 1: the routable GID, FLID in bytes 4-5 */
+			g.raw[4] = (uint8_t)(pt->flid >> 8);
+			g.raw[5] = (uint8_t)pt->flid;
+			sv_gid_add(pt, &g, IBV_GID_TYPE_IB);
+		}
 		return 0;
 	}
 	sv_gid_add_pair(pt, &g);

@@ -278,6 +278,27 @@ void sv_peer_unmap(struct sv_qp *qp)
 	qp->peer_chan_fd = -1;
 }
 
+/*
+ * IB: within a subnet packets go by LID. Across subnets (different local
+ * subnet prefix) they reach the router only with a GRH whose DGID is one of
+ * the destination port's GIDs and DLID = that port's FLID; anything else has
+ * no path (an IB router forwards on the FLID, a switch on the LID).
+ */
+static bool sv_ib_routed(const struct sv_port *src, const struct sv_port *dst,
+			 const struct ibv_qp_attr *a)
+{
+	if (src->subnet == dst->subnet)
+		return a->ah_attr.dlid == dst->lid;
+	if (!a->ah_attr.is_global || !dst->flid || a->ah_attr.dlid != dst->flid) {
+		SV_DBG("RTR across IB subnets 0x%x -> 0x%x: GRH %d DLID 0x%x, the router needs a "
+		       "GRH and DLID = FLID 0x%x", src->subnet, dst->subnet, a->ah_attr.is_global,
+		       a->ah_attr.dlid, dst->flid);
+		return false;
+	}
+	return sv_gid_lookup(dst, &a->ah_attr.grh.dgid) >= 0 &&
+	       a->ah_attr.grh.sgid_index < src->ngids && src->gids[a->ah_attr.grh.sgid_index].valid;
+}
+
 /* The destination must exist: dlid (IB) or dgid (RoCE) names the port the
  * destination QP lives on.  Returns the peer's shm entry or NULL. */
 static struct sv_shm_qp *sv_rtr_dest(struct sv_qp *qp, const struct ibv_qp_attr *a)
@@ -293,7 +314,8 @@ static struct sv_shm_qp *sv_rtr_dest(struct sv_qp *qp, const struct ibv_qp_attr 
 	if (ddev->link_layer == IBV_LINK_LAYER_ETHERNET)
 		return sv_gid_lookup(&ddev->ports[d->port - 1], &a->ah_attr.grh.dgid) >= 0 ? d
 											: NULL;
-	return a->ah_attr.dlid == ddev->ports[d->port - 1].lid ? d : NULL;
+	return sv_ib_routed(&qp->ctx->dev->ports[qp->sh->port - 1], &ddev->ports[d->port - 1], a)
+		       ? d : NULL;
 }
 
 static int sv_to_rtr(struct sv_qp *qp, const struct ibv_qp_attr *a)

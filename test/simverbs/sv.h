@@ -231,6 +231,10 @@ struct sv_port {
 	uint8_t width;
 	uint16_t lid;
 	uint32_t speed_mbps;		/* ibv_query_port_speed; 0: from speed x width */
+	/* IB subnets joined by a router: the port's 16-bit local subnet prefix
+	 * (0: fe80:: link-local, else fec0:0:0:<subnet>) and its FLID (routable
+	 * GID at index 1 when set), as NVIDIA's IB routers number them */
+	uint16_t subnet, flid;
 	uint32_t ngids;
 	struct sv_gid gids[SV_GID_TBL_LEN];
 };
@@ -252,6 +256,9 @@ struct sv_device {
 	/* the first rtr_timeouts INIT->RTR transitions of this process on this
 	 * device fail with ETIMEDOUT (RoCE address resolution timing out) */
 	uint32_t rtr_timeouts;
+	/* PCI address bus:dev.fn (pci=BB:DD.F, e.g. SR-IOV VFs of one NIC);
+	 * pci_set 0: bus 3 + index, 00.0 */
+	uint8_t pci_set, pci_bus, pci_dev, pci_fn;
 	uint64_t node_guid;		/* network order */
 	uint64_t sys_guid;
 	struct sv_limits lim;

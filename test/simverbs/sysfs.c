@@ -268,9 +268,10 @@ static void sv_sysfs_pci(const char *pci, const struct sv_device *d)
 static void sv_sysfs_device(const char *root, const struct sv_device *d)
 {
 	char ib[512], pci[512], link[600], s[64], uv[512];
-	unsigned int bus = 3 + d->idx;
+	unsigned int bus = d->pci_set ? d->pci_bus : 3 + d->idx;
 
-	snprintf(pci, sizeof(pci), "%s/devices/pci0000:00/0000:00:02.0/0000:%02x:00.0", root, bus);
+	snprintf(pci, sizeof(pci), "%s/devices/pci0000:00/0000:00:02.0/0000:%02x:%02x.%x", root, bus,
+		 d->pci_set ? d->pci_dev : 0, d->pci_set ? d->pci_fn : 0);
 	sv_sysfs_pci(pci, d);
 	sv_put(pci, "../max_link_speed", "16.0 GT/s PCIe\n");
 	sv_put(pci, "../max_link_width", "16\n");

@@ -13,6 +13,12 @@
  * N INIT->RTR transitions on a device time out (ETIMEDOUT); the connection
  * still comes up, with one INFO per retry and no WARN, when N <= the retry
  * count, and fails with one WARN naming the knob when N exceeds it.
+ *
+ * InfiniBand subnets joined by a router (simverbs subnet=, flid=): within a
+ * subnet LID routing without GRH; across subnets GRH with DLID = the peer's
+ * FLID (its GID at NCCL_IB_ROUTABLE_FLID_GID_INDEX), which simverbs' router
+ * requires; a peer without FLID: WARN, no path. INFO says why per device.
+ * NCCL_IB_WARN_RAIL_LOCAL=1: INFO when the two sides' devices differ.
  */
 #include "config.h"
 
@@ -102,6 +108,7 @@ static void expect(const char *sname, const char *rname, long want_s, long want_
 }
 
 static int infos_retry;
+static char infos[32768];
 
 __attribute__((format(printf, 5, 6)))
 static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
@@ -115,8 +122,67 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 	va_end(ap);
 	if (level == NCCL_LOG_INFO && strstr(msg, "ibv_modify_qp") && strstr(msg, "retry"))
 		infos_retry++;
+	if (level == NCCL_LOG_INFO && strlen(infos) + strlen(msg) + 2 < sizeof(infos))
+		strcat(strcat(infos, msg), "\n");
 	if (level == NCCL_LOG_WARN)
 		nvt_logger(level, flags, file, line, "%s", msg);
+}
+
+static void av(struct nv_comm *c, struct ibv_qp_attr *a)
+{
+	struct ibv_qp_init_attr init;
+
+	memset(a, 0, sizeof(*a));
+	CHECK(nv_ibv_query_qp(c->qps[0].qp, a, IBV_QP_AV, &init) == NV_OK);
+}
+
+static void ib_subnets(void)
+{
+	struct ibv_qp_attr sa, ra;
+	struct nv_comm *s, *r;
+
+	nvt_log_clear();
+	infos[0] = '\0';
+	pair("sa0", "sb0", &s, &r); /* across the router, both have FLIDs */
+	av(s, &sa);
+	av(r, &ra);
+	CHECK(sa.ah_attr.is_global && sa.ah_attr.dlid == 0x201);
+	CHECK(ra.ah_attr.is_global && ra.ah_attr.dlid == 0x101);
+	CHECK(sa.ah_attr.grh.sgid_index == 1 && ra.ah_attr.grh.sgid_index == 1);
+	CHECK(strstr(infos, "peer on IB subnet 0x0002, ours 0x0001: GRH, DLID = its FLID 0x201") != NULL);
+	CHECK(nvt_nwarn == 0);
+	nv_net_close_send(s);
+	nv_net_close_recv(r);
+
+	infos[0] = '\0';
+	pair("sa0", "sa1", &s, &r); /* one subnet: LIDs */
+	av(s, &sa);
+	CHECK(!sa.ah_attr.is_global && sa.ah_attr.dlid == nv_dev_get(nv_vdev_get(find("sa1"))->devs[0])->lid);
+	CHECK(strstr(infos, "same IB subnet 0x0001: LID routing, no GRH") != NULL);
+	if (!strstr(infos, "same IB subnet"))
+		fprintf(stderr, "INFO:\n%s", infos);
+	nv_net_close_send(s);
+	nv_net_close_recv(r);
+
+	nvt_log_clear();
+	CHECK(!try_pair("sa1", "sb0", &s, &r)); /* sa1 has no FLID: sb0 cannot reach it */
+	CHECK(strstr(nvt_warns, "has no FLID") != NULL);
+}
+
+static void rail_local(void)
+{
+	struct nv_comm *s, *r;
+
+	infos[0] = '\0';
+	pair("ece0", "ece0", &s, &r);
+	CHECK(strstr(infos, "mismatched physical devices") == NULL);
+	nv_net_close_send(s);
+	nv_net_close_recv(r);
+	pair("ece0", "ece1", &s, &r);
+	CHECK(strstr(infos, "mismatched physical devices between local (ece0) and remote") != NULL);
+	CHECK(strstr(infos, "(ece1); to silence this, set NCCL_IB_WARN_RAIL_LOCAL=0") != NULL);
+	nv_net_close_send(s);
+	nv_net_close_recv(r);
 }
 
 static void mqp_retry(void)
@@ -155,7 +221,9 @@ int main(void)
 	       "ece1:ll=ib,ece_vendor=0x15b3,ece_options=0x15;"
 	       "plain0:ll=ib;"
 	       "other0:ll=ib,ece_vendor=0x8086,ece_options=0xff;"
-	       "rt0:ll=ib,rtr_timeouts=3;rt1:ll=ib,rtr_timeouts=5", 1);
+	       "rt0:ll=ib,rtr_timeouts=3;rt1:ll=ib,rtr_timeouts=5;"
+	       "sa0:ll=ib,subnet=0x1,flid=0x101;sb0:ll=ib,subnet=0x2,flid=0x201;"
+	       "sa1:ll=ib,subnet=0x1", 1);
 	setenv("NCCL_IB_MQP_RETRY_SLEEP_MSEC", "1", 1);
 	nv_log_set_logger(logger);
 	if (nv_param_load() != NV_OK || nv_devices_init() != NV_OK) {
@@ -169,15 +237,18 @@ int main(void)
 	expect("plain0", "ece0", -1, 0x3f);
 	expect("ece0", "other0", 0x3f, 0xff);	/* another vendor's options */
 	expect("other0", "ece1", 0xff, 0x15);
+	ib_subnets();
 	mqp_retry();
 	nv_devices_fini();
 	nv_param_reset();
 
 	setenv("NCCL_IB_ECE_ENABLE", "0", 1);
+	setenv("NCCL_IB_WARN_RAIL_LOCAL", "1", 1);
 	if (nv_param_load() != NV_OK || nv_devices_init() != NV_OK)
 		return 1;
 	expect("ece0", "ece1", 0x3f, 0x15);	/* off: each keeps its own */
 	expect("ece1", "ece0", 0x15, 0x3f);
+	rail_local();
 	nv_devices_fini();
 	return nvt_exit("test_qp_knobs");
 }
