@@ -58,6 +58,8 @@ void nv_comm_fail(struct nv_comm *c, nv_status_t st, const char *fmt, ...)
 	vsnprintf(c->why, sizeof(c->why), fmt, ap);
 	va_end(ap);
 	c->error = st;
+	/* the data path's one health word (device.h) */
+	atomic_fetch_or_explicit(&c->sink.fatal, NV_SINK_STICKY, memory_order_relaxed);
 	NV_WARN("%s", c->why);
 }
 

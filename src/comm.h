@@ -173,6 +173,7 @@ struct nv_comm_dev {
 	struct nv_cq_plan plan;		/* queue depths of this device's QPs and CQ */
 	struct ibv_mr *ctrl_mr;		/* control region on this device */
 	struct nv_gid_info gid;		/* local GID used on this device */
+	struct nv_sink_link sink_link;	/* comm's sink on the HCA's list (DEVICE_FATAL) */
 	struct ibv_qp *flush_qp;	/* receiver, GDR flush only */
 	int flush_max;			/* its send queue depth */
 	int flush_outstanding;		/* flush READs posted, not yet completed */

@@ -16,8 +16,10 @@
  * Async events (contract with the comm layer): every QP and CQ the plugin
  * creates must have qp_context / cq_context pointing at a struct
  * nv_async_sink that outlives the QP/CQ (or NULL). A fatal QP/CQ event is
- * recorded there; a fatal device event is recorded on the HCA. Data-path
- * calls check nv_async_sink_failed() and nv_hca_failed() and fail fast.
+ * recorded there; a fatal device event is recorded on the HCA and on the
+ * sink of every comm attached to it (nv_hca_sink_attach), so a comm's health
+ * is one word, its sink's `fatal`, which the comm's own sticky error also
+ * sets: data-path calls load it once and take the slow path when non-zero.
  */
 #ifndef NV_DEVICE_H
 #define NV_DEVICE_H
@@ -40,15 +42,29 @@
 #define NV_NAME_MAX 64           /* select.c's NCCL_IB_HCA message says 64 */
 #define NV_WHY_MAX 256
 
-/* Where a fatal asynchronous event lands. Written by the event thread only. */
+/*
+ * Where a fatal asynchronous event lands. Event threads write `what` and the
+ * event bits (under event.c's lock); the comm owning the sink sets
+ * NV_SINK_STICKY when it records a sticky error. 0 = healthy.
+ */
+#define NV_SINK_EVENT_MASK 0xffff	/* enum ibv_event_type + 1 of the first fatal event */
+#define NV_SINK_DEVICE 0x10000		/* ... which was device-wide (fanned out by the HCA) */
+#define NV_SINK_STICKY 0x20000		/* the owning comm has a sticky error */
 struct nv_async_sink {
-	atomic_int fatal;      /* 0, or enum ibv_event_type + 1 of the first fatal event */
-	char what[NV_WHY_MAX]; /* text of that event; complete before `fatal` is set */
+	atomic_int fatal;      /* bits above */
+	char what[NV_WHY_MAX]; /* text of the event; complete before the event bits are set */
+};
+
+/* A comm's sink on one HCA's list (event.c's lock guards the lists). */
+struct nv_sink_link {
+	struct nv_async_sink *sink;	/* NULL: not attached */
+	struct nv_sink_link *prev, *next;
 };
 
 static inline bool nv_async_sink_failed(struct nv_async_sink *s)
 {
-	return s && nv_unlikely(atomic_load_explicit(&s->fatal, memory_order_acquire) != 0);
+	return s && nv_unlikely((atomic_load_explicit(&s->fatal, memory_order_acquire) &
+				 NV_SINK_EVENT_MASK) != 0);
 }
 
 /* GPUDirect status of one HCA (gdr.c). */
@@ -75,6 +91,7 @@ struct nv_hca {
 	struct nv_mr_cache *mr_cache;    /* mr.c; has its own lock */
 
 	struct nv_async_sink sink;       /* DEVICE_FATAL and unattributed fatal events */
+	struct nv_sink_link *sinks;      /* comms to tell of a DEVICE_FATAL (event.c's lock) */
 	pthread_t event_thread;
 	bool event_thread_running;
 	int event_stop_fd;               /* write end wakes the thread for shutdown */

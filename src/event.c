@@ -16,16 +16,67 @@
 #include "ibv.h"
 #include "param.h"
 
+static pthread_mutex_t nv_sink_lock = PTHREAD_MUTEX_INITIALIZER; /* sinks, HCA lists */
+
+/* Caller holds nv_sink_lock. */
+static void nv_sink_record_locked(struct nv_async_sink *sink, int bits, const char *what)
+{
+	if (atomic_load(&sink->fatal) & NV_SINK_EVENT_MASK)
+		return;
+	snprintf(sink->what, sizeof(sink->what), "%s", what);
+	atomic_fetch_or_explicit(&sink->fatal, bits, memory_order_release);
+}
+
 void nv_async_sink_record(struct nv_async_sink *sink, int event_type, const char *what)
 {
-	static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&nv_sink_lock);
+	nv_sink_record_locked(sink, event_type + 1, what);
+	pthread_mutex_unlock(&nv_sink_lock);
+}
 
-	pthread_mutex_lock(&rec_lock);
-	if (atomic_load(&sink->fatal) == 0) {
-		snprintf(sink->what, sizeof(sink->what), "%s", what);
-		atomic_store_explicit(&sink->fatal, event_type + 1, memory_order_release);
+/* A device-wide event: on the HCA, and on every comm attached to it. */
+static void nv_hca_record(struct nv_hca *h, int event_type, const char *what)
+{
+	struct nv_sink_link *l;
+
+	pthread_mutex_lock(&nv_sink_lock);
+	nv_sink_record_locked(&h->sink, event_type + 1, what);
+	for (l = h->sinks; l; l = l->next)
+		nv_sink_record_locked(l->sink, (event_type + 1) | NV_SINK_DEVICE, h->sink.what);
+	pthread_mutex_unlock(&nv_sink_lock);
+}
+
+void nv_hca_sink_attach(struct nv_hca *h, struct nv_sink_link *l, struct nv_async_sink *sink)
+{
+	int ev;
+
+	pthread_mutex_lock(&nv_sink_lock);
+	l->sink = sink;
+	l->prev = NULL;
+	l->next = h->sinks;
+	if (h->sinks)
+		h->sinks->prev = l;
+	h->sinks = l;
+	ev = atomic_load(&h->sink.fatal) & NV_SINK_EVENT_MASK;
+	if (ev)
+		nv_sink_record_locked(sink, ev | NV_SINK_DEVICE, h->sink.what);
+	pthread_mutex_unlock(&nv_sink_lock);
+}
+
+void nv_hca_sink_detach(struct nv_hca *h, struct nv_sink_link *l)
+{
+	pthread_mutex_lock(&nv_sink_lock);
+	if (l->sink) {
+		if (l->prev)
+			l->prev->next = l->next;
+		else
+			h->sinks = l->next;
+		if (l->next)
+			l->next->prev = l->prev;
+		l->sink = NULL;
+		l->prev = l->next = NULL;
 	}
-	pthread_mutex_unlock(&rec_lock);
+	pthread_mutex_unlock(&nv_sink_lock);
 }
 
 static bool nv_event_fatal(enum ibv_event_type t)
@@ -95,7 +146,9 @@ void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
 		nv_event_mark_gids(h, ev->element.port_num);
 	if (nv_event_fatal(t)) {
 		NV_WARN("%s%s", what, sink ? "; failing the comm that owns it" : "");
-		if (sink && nv_param_int(NV_PARAM_IB_RETURN_ASYNC_EVENTS))
+		if (sink == &h->sink && nv_param_int(NV_PARAM_IB_RETURN_ASYNC_EVENTS))
+			nv_hca_record(h, (int)t, what);
+		else if (sink && nv_param_int(NV_PARAM_IB_RETURN_ASYNC_EVENTS))
 			nv_async_sink_record(sink, (int)t, what);
 	} else if (t == IBV_EVENT_PORT_ERR || t == IBV_EVENT_GID_CHANGE) {
 		NV_WARN("%s", what);

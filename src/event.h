@@ -16,5 +16,12 @@ void nv_event_stop(struct nv_hca *hca);         /* idempotent */
 void nv_event_handle(struct nv_hca *hca, struct ibv_async_event *ev);
 /* Records `what` into sink unless it already holds an earlier fatal event. */
 void nv_async_sink_record(struct nv_async_sink *sink, int event_type, const char *what);
+/*
+ * Puts sink on hca's list: a later DEVICE_FATAL on hca is recorded into it
+ * too (NV_SINK_DEVICE), and one that already happened is recorded at once.
+ * detach is idempotent; a comm detaches before its sink goes away.
+ */
+void nv_hca_sink_attach(struct nv_hca *hca, struct nv_sink_link *l, struct nv_async_sink *sink);
+void nv_hca_sink_detach(struct nv_hca *hca, struct nv_sink_link *l);
 
 #endif /* NV_EVENT_H */

@@ -47,14 +47,20 @@ static void nv_req_put(struct nv_comm *c, struct nv_request *r)
 	c->free_head = r->idx;
 }
 
-/* Sticky errors and fatal async events; NV_OK when the comm is usable. */
-static nv_status_t nv_comm_check(struct nv_comm *c, const char *fn)
+/*
+ * The slow path of nv_comm_check: the health word is non-zero. Turns a fatal
+ * async event (on one of the comm's QPs/CQs, or device-wide on one of its
+ * HCAs) into the sticky error, or repeats the sticky error.
+ */
+static __attribute__((noinline, cold)) nv_status_t nv_comm_check_slow(struct nv_comm *c,
+								     const char *fn)
 {
+	int dev_wide = atomic_load_explicit(&c->sink.fatal, memory_order_acquire) & NV_SINK_DEVICE;
 	char id[256];
 	int d;
 
-	if (nv_likely(c->error == NV_OK)) {
-		if (nv_unlikely(nv_async_sink_failed(&c->sink)))
+	if (c->error == NV_OK) {
+		if (!dev_wide && nv_async_sink_failed(&c->sink))
 			nv_comm_fail(c, NV_ERR_SYSTEM, "connection %s: fatal asynchronous event: %s; "
 				     "hint: the QP or CQ was moved to error by the device, see the "
 				     "event text", nv_comm_ident(c, id, sizeof(id)), c->sink.what);
@@ -65,12 +71,18 @@ static nv_status_t nv_comm_check(struct nv_comm *c, const char *fn)
 					     "port and driver state (ibv_devinfo, dmesg)",
 					     nv_comm_ident(c, id, sizeof(id)), c->dev[d].hca->name,
 					     c->dev[d].hca->sink.what);
-		if (c->error == NV_OK)
-			return NV_OK;
 		return c->error;
 	}
 	NV_WARN("%s on the failed connection to %s: %s", fn, c->peer, c->why);
 	return c->error;
+}
+
+/* Sticky errors and fatal async events, one load when healthy; NV_OK when usable. */
+static inline nv_status_t nv_comm_check(struct nv_comm *c, const char *fn)
+{
+	if (nv_likely(atomic_load_explicit(&c->sink.fatal, memory_order_relaxed) == 0))
+		return NV_OK;
+	return nv_comm_check_slow(c, fn);
 }
 
 /* ---- completions ------------------------------------------------------- */

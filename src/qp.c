@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "event.h"
 #include "ibv.h"
 #include "mr.h"
 #include "nv_api.h"
@@ -47,6 +48,7 @@ static nv_status_t nv_comm_dev_open(struct nv_comm *c, int i, int phys)
 			d->gid.why);
 		return NV_ERR_USAGE;
 	}
+	nv_hca_sink_attach(d->hca, &d->sink_link, &c->sink);
 	st = nv_hca_pd_get(d->hca, &d->pd);
 	if (st != NV_OK)
 		return st;
@@ -686,6 +688,8 @@ nv_status_t nv_comm_destroy(struct nv_comm *c)
 		if (d->pd)
 			nv_hca_pd_put(d->hca);
 		d->pd = NULL;
+		if (d->hca)
+			nv_hca_sink_detach(d->hca, &d->sink_link);
 	}
 	free(c->qps);
 	c->qps = NULL;

@@ -234,7 +234,8 @@ static void test_event_dispatch(void)
 {
 	const char *env[] = { NULL };
 	const char *off[] = { "NCCL_IB_RETURN_ASYNC_EVENTS=0", NULL };
-	struct nv_async_sink qs = { 0 }, cs = { 0 };
+	struct nv_async_sink qs = { 0 }, cs = { 0 }, s1 = { 0 }, s2 = { 0 };
+	struct nv_sink_link l1 = { 0 }, l2 = { 0 };
 	struct ibv_qp qp = { .qp_context = &qs, .qp_num = 0x1234 };
 	struct ibv_cq cq = { .cq_context = &cs };
 	struct ibv_async_event ev;
@@ -263,8 +264,19 @@ static void test_event_dispatch(void)
 	nv_event_handle(d->hca, &ev);
 	CHECK(nv_async_sink_failed(&cs));
 	ev = (struct ibv_async_event){ .event_type = IBV_EVENT_DEVICE_FATAL };
+	nv_hca_sink_attach(d->hca, &l1, &s1);	/* attached: told */
+	nv_hca_sink_attach(d->hca, &l2, &s2);	/* detached before the event: not told */
+	nv_hca_sink_detach(d->hca, &l2);
+	nv_hca_sink_detach(d->hca, &l2);	/* idempotent */
 	nv_event_handle(d->hca, &ev);
 	CHECK(nv_hca_failed(d->hca) && strstr(d->hca->sink.what, d->hca->name));
+	CHECK(nv_async_sink_failed(&s1) && (atomic_load(&s1.fatal) & NV_SINK_DEVICE));
+	CHECK(strstr(s1.what, d->hca->name) && !nv_async_sink_failed(&s2));
+	nv_hca_sink_attach(d->hca, &l2, &s2);	/* attached after the event: told at once */
+	CHECK(nv_async_sink_failed(&s2) && (atomic_load(&s2.fatal) & NV_SINK_DEVICE));
+	nv_hca_sink_detach(d->hca, &l1);
+	nv_hca_sink_detach(d->hca, &l2);
+	CHECK(d->hca->sinks == NULL);
 	nv_devices_fini();
 	/* NCCL_IB_RETURN_ASYNC_EVENTS=0: logged, not recorded */
 	memset(&qs, 0, sizeof(qs));

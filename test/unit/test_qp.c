@@ -4,7 +4,8 @@
  * QPS_PER_CONNECTION, GRH only when needed on IB and always on RoCE, the
  * communicator's trafficClass as SL/TC fallback, and the MTU negotiated per
  * connection (min of both ports) without touching the device table, so a
- * later connection between two 4096-byte ports gets 4096.
+ * later connection between two 4096-byte ports gets 4096. Last, a device-wide
+ * fatal event reaches the comms on that device through their one health word.
  */
 #include "config.h"
 
@@ -15,6 +16,7 @@
 
 #include "comm.h"
 #include "device.h"
+#include "event.h"
 #include "ibv.h"
 #include "nv_api.h"
 #include "param.h"
@@ -246,6 +248,34 @@ static void cq_built(void)
 	CHECK(nv_net_close_send(s) == NV_OK && nv_net_close_recv(r) == NV_OK);
 }
 
+/* DEVICE_FATAL on an HCA fails the comms on it at their next call (health word). */
+static void device_fatal(void)
+{
+	struct ibv_async_event ev = { .event_type = IBV_EVENT_DEVICE_FATAL };
+	struct nv_comm *s, *r;
+	void *req = (void *)1, *mh = NULL;
+	char buf[64];
+	void *data = buf;
+	size_t size = sizeof(buf);
+	int tag = 1, d = find("simib1");
+
+	struct nv_hca *hca;
+
+	pair(d, d, &s, &r);
+	hca = s->dev[0].hca;
+	CHECK(nv_net_reg_mr(r, buf, sizeof(buf), NV_MEM_HOST, 0, -1, &mh) == NV_OK);
+	CHECK(atomic_load(&s->sink.fatal) == 0 && atomic_load(&r->sink.fatal) == 0);
+	nvt_log_clear();
+	nv_event_handle(hca, &ev);
+	CHECK(nv_net_isend(s, buf, 8, 1, NULL, &req) == NV_ERR_SYSTEM && req == NULL);
+	CHECK(strstr(nvt_warns, "device simib1 failed") != NULL);
+	CHECK(nv_net_irecv(r, 1, &data, &size, &tag, &mh, &req) == NV_ERR_SYSTEM);
+	CHECK(strstr(nvt_warns, "device simib1 failed") != NULL);
+	CHECK(nv_net_dereg_mr(r, mh) == NV_OK);
+	CHECK(nv_net_close_send(s) == NV_OK && nv_net_close_recv(r) == NV_OK);
+	CHECK(hca->sinks == NULL); /* both comms detached at close */
+}
+
 int main(void)
 {
 	alarm(60);
@@ -267,6 +297,8 @@ int main(void)
 	knobs_roce();
 	mtu_ib();
 	traffic_class();
+	nvt_log_capture();
+	device_fatal();
 	nv_devices_fini();
 	return nvt_exit("test_qp");
 }
