@@ -118,6 +118,8 @@ nv_status_t nv_net_listen(struct nv_ctx *ctx, int dev, void *handle, void **list
 	memset(&h, 0, sizeof(h));
 	nv_sock_addr_to_handle(&bound, &h);
 	h.ndevs = (uint8_t)nv_vdev_get(dev)->ndevs;
+	if (nv_param_int(NV_PARAM_IB_SUBNET_AWARE_ROUTING)) /* connectors pick a NIC on our subnet */
+		nv_vdev_roce_gids(dev, h.gids, NV_WIRE_HANDLE_GIDS);
 	memcpy(h.secret, lc->secret, sizeof(h.secret));
 	memset(handle, 0, 128); /* NCCL_NET_HANDLE_MAXSIZE; connect's stage area starts zeroed */
 	nv_wire_handle_encode(&h, handle);

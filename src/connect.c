@@ -25,8 +25,8 @@
  * NCCL_VERBS_CONNECT_TIMEOUT_MS; a silent or dead peer is reported by name.
  *
  * Connect state between calls lives in the plugin's table (stage.h); the
- * second half of NCCL's 128-byte handle buffer (our handle uses the first
- * 64 bytes) holds only its slot and generation, tagged with a per-process
+ * tail of NCCL's 128-byte handle buffer (our handle uses the first
+ * NV_WIRE_HANDLE_SIZE bytes) holds only its slot and generation, tagged with a per-process
  * token so a handle from another process is never mistaken for one of ours.
  * Connects abandoned mid-way are reclaimed at finalize (nv_net_reclaim).
  */
@@ -64,7 +64,7 @@ struct nv_connect_state {
 	int tries;
 };
 
-/* Lives in bytes 64..127 of NCCL's handle buffer while a connect is in progress. */
+/* Lives after the handle (bytes NV_WIRE_HANDLE_SIZE..127) in NCCL's handle buffer while a connect is in progress. */
 struct nv_stage {
 	uint64_t magic;
 	uint64_t token;
@@ -618,6 +618,15 @@ static nv_status_t nv_con_start(int dev, const void *handle, int traffic_class,
 	if (nv_wire_handle_decode(handle, NV_WIRE_HANDLE_SIZE, &h, why, sizeof(why)) != NV_OK) {
 		NV_WARN("connect on device %d: the handle is unusable: %s", dev, why);
 		return NV_ERR_INVALID;
+	}
+	if (nv_param_int(NV_PARAM_IB_SUBNET_AWARE_ROUTING) && nv_vdev_get(dev)) {
+		int sub = nv_vdev_by_subnet((const uint8_t (*)[16])h.gids, NV_WIRE_HANDLE_GIDS, dev);
+
+		if (sub != dev)
+			NV_INFO(NV_SUB_NET, "subnet-aware routing: connecting from device %d (%s) "
+				"instead of %d, which is not on the listener's subnet", sub,
+				nv_vdev_get(sub)->name, dev);
+		dev = sub;
 	}
 	if (!nv_vdev_get(dev)) {
 		NV_WARN("connect: network device %d does not exist (%d devices)", dev,

@@ -231,6 +231,17 @@ uint16_t nv_gid_ib_subnet(const uint8_t raw[16]);
 /* The IB GID index to use: NCCL_IB_ROUTABLE_FLID_GID_INDEX when that entry
  * exists and has a non-zero FLID, else 0. */
 int nv_ib_gid_index(const struct nv_gid_entry *tbl, int n);
+/* RoCE GIDs on one subnet, as NCCL's subnet-aware routing: IPv4-mapped GIDs
+ * by their first prefix_len (1..32) bits, IPv6 ones by the 64-bit prefix;
+ * GIDs of different families never match. */
+bool nv_gid_same_subnet(const uint8_t a[16], const uint8_t b[16], int prefix_len);
+/* NCCL_IB_SUBNET_AWARE_ROUTING: the vNIC to connect from to reach a listener
+ * with these RoCE GIDs (all-zero entries ignored): dflt when each of its RoCE
+ * ports shares a subnet with one of them (or none is given), else the first
+ * vNIC for which that holds, else dflt. */
+int nv_vdev_by_subnet(const uint8_t (*gids)[16], int n, int dflt);
+/* Fills up to n RoCE GIDs of vNIC dev (the ones its ports use); returns how many. */
+int nv_vdev_roce_gids(int dev, uint8_t (*gids)[16], int n);
 int nv_gid_family(const union ibv_gid *gid);       /* AF_INET if ::ffff:a.b.c.d */
 
 /* ---- GPUDirect (gdr.c) ---------------------------------------------------- */

@@ -179,6 +179,25 @@ int nv_ib_gid_index(const struct nv_gid_entry *tbl, int n)
 	return 0;
 }
 
+bool nv_gid_same_subnet(const uint8_t a[16], const uint8_t b[16], int prefix_len)
+{
+	union ibv_gid ga, gb;
+	uint32_t ia, ib, mask;
+
+	memcpy(ga.raw, a, 16);
+	memcpy(gb.raw, b, 16);
+	if (nv_gid_family(&ga) != nv_gid_family(&gb))
+		return false;
+	if (nv_gid_family(&ga) != AF_INET)
+		return !memcmp(a, b, 8);
+	if (prefix_len < 1 || prefix_len > 32)
+		prefix_len = 32;
+	memcpy(&ia, a + 12, 4);
+	memcpy(&ib, b + 12, 4);
+	mask = htonl(prefix_len == 32 ? 0xffffffffu : ~((1u << (32 - prefix_len)) - 1));
+	return (ia & mask) == (ib & mask);
+}
+
 const char *nv_transport_skip_reason(int transport_type)
 {
 	switch (transport_type) {

@@ -28,6 +28,7 @@ struct nv_wire_handle {
 	uint32_t scope_id;
 	uint8_t addr[16];
 	uint8_t secret[NV_WIRE_SECRET_LEN];
+	uint8_t gids[NV_WIRE_HANDLE_GIDS][16];
 } __attribute__((packed));
 _Static_assert(sizeof(struct nv_wire_handle) == NV_WIRE_HANDLE_SIZE, "handle layout");
 _Static_assert(NV_WIRE_HANDLE_SIZE <= 128, "handle must fit NCCL_NET_HANDLE_MAXSIZE");
@@ -190,6 +191,7 @@ void nv_wire_handle_encode(const struct nv_handle *h, void *buf)
 	w.scope_id = htobe32(h->scope_id);
 	memcpy(w.addr, h->addr, sizeof(w.addr));
 	memcpy(w.secret, h->secret, sizeof(w.secret));
+	memcpy(w.gids, h->gids, sizeof(w.gids));
 	memcpy(buf, &w, sizeof(w));
 }
 
@@ -226,6 +228,7 @@ nv_status_t nv_wire_handle_decode(const void *buf, size_t len, struct nv_handle 
 	h->ndevs = w.ndevs;
 	memcpy(h->addr, w.addr, sizeof(h->addr));
 	memcpy(h->secret, w.secret, sizeof(h->secret));
+	memcpy(h->gids, w.gids, sizeof(h->gids));
 	return NV_OK;
 }
 

@@ -21,9 +21,10 @@
 #include "nv_common.h"
 
 #define NV_WIRE_MAGIC 0x4e564d31u /* "NVM1" */
-#define NV_WIRE_VERSION 2 /* 2: keyed path probe, connector confirms the proof */
+#define NV_WIRE_VERSION 3 /* 2: keyed path probe, connector confirms the proof; 3: listener GIDs */
 #define NV_WIRE_SECRET_LEN 32
-#define NV_WIRE_HANDLE_SIZE 64 /* <= NCCL_NET_HANDLE_MAXSIZE (128) */
+#define NV_WIRE_HANDLE_SIZE 96 /* <= NCCL_NET_HANDLE_MAXSIZE (128) */
+#define NV_WIRE_HANDLE_GIDS 2  /* listener's RoCE GIDs (NCCL_IB_SUBNET_AWARE_ROUTING) */
 #define NV_WIRE_MAX_DEVS 8     /* devices of one (virtual) NIC */
 #define NV_WIRE_MAX_QPS 128    /* NCCL_IB_MAX_QPS */
 #define NV_WIRE_DEVNAME_LEN 32
@@ -41,6 +42,8 @@ struct nv_handle {
 	uint32_t scope_id;	/* IPv6 link-local scope, else 0 */
 	uint8_t ndevs;		/* devices of the listener's (virtual) NIC, 1..NV_WIRE_MAX_DEVS */
 	uint8_t secret[NV_WIRE_SECRET_LEN];
+	/* the listener's RoCE GIDs (all zero: none, or subnet-aware routing off) */
+	uint8_t gids[NV_WIRE_HANDLE_GIDS][16];
 };
 
 enum nv_msg_type {

@@ -19,6 +19,10 @@
  * FLID (its GID at NCCL_IB_ROUTABLE_FLID_GID_INDEX), which simverbs' router
  * requires; a peer without FLID: WARN, no path. INFO says why per device.
  * NCCL_IB_WARN_RAIL_LOCAL=1: INFO when the two sides' devices differ.
+ *
+ * NCCL_IB_SUBNET_AWARE_ROUTING=1: the listen handle carries the listener's
+ * RoCE GIDs and a connect asked for an InfiniBand device goes out of the
+ * RoCE device on the listener's subnet (without the knob: no path, it fails).
  */
 #include "config.h"
 
@@ -185,6 +189,31 @@ static void rail_local(void)
 	nv_net_close_recv(r);
 }
 
+static void subnet_aware(void)
+{
+	char handle[128];
+	void *lc, *sc = NULL, *rc = NULL;
+
+	infos[0] = '\0';
+	nvt_log_clear();
+	if (nv_net_listen(NULL, find("rc0"), handle, &lc) != NV_OK)
+		exit(1);
+	for (int i = 0; (!sc || !rc) && i < 2000000; i++) {
+		if (!sc && nv_net_connect(NULL, find("ece0"), handle, -1, &sc) != NV_OK)
+			break;
+		if (!rc && nv_net_accept(lc, &rc) != NV_OK)
+			break;
+	}
+	CHECK(sc && rc && nvt_nwarn == 0);
+	CHECK(strstr(infos, "subnet-aware routing: connecting from device") != NULL);
+	CHECK(sc && ((struct nv_comm *)sc)->dev[0].dev->link_layer == IBV_LINK_LAYER_ETHERNET);
+	if (sc)
+		nv_net_close_send(sc);
+	if (rc)
+		nv_net_close_recv(rc);
+	nv_net_close_listen(lc);
+}
+
 static void mqp_retry(void)
 {
 	struct nv_comm *s, *r;
@@ -223,7 +252,7 @@ int main(void)
 	       "other0:ll=ib,ece_vendor=0x8086,ece_options=0xff;"
 	       "rt0:ll=ib,rtr_timeouts=3;rt1:ll=ib,rtr_timeouts=5;"
 	       "sa0:ll=ib,subnet=0x1,flid=0x101;sb0:ll=ib,subnet=0x2,flid=0x201;"
-	       "sa1:ll=ib,subnet=0x1", 1);
+	       "sa1:ll=ib,subnet=0x1;rc0:ll=eth", 1);
 	setenv("NCCL_IB_MQP_RETRY_SLEEP_MSEC", "1", 1);
 	nv_log_set_logger(logger);
 	if (nv_param_load() != NV_OK || nv_devices_init() != NV_OK) {
@@ -249,6 +278,12 @@ int main(void)
 	expect("ece0", "ece1", 0x3f, 0x15);	/* off: each keeps its own */
 	expect("ece1", "ece0", 0x15, 0x3f);
 	rail_local();
+	nv_devices_fini();
+	nv_param_reset();
+	setenv("NCCL_IB_SUBNET_AWARE_ROUTING", "1", 1);
+	if (nv_param_load() != NV_OK || nv_devices_init() != NV_OK)
+		return 1;
+	subnet_aware();
 	nv_devices_fini();
 	return nvt_exit("test_qp_knobs");
 }

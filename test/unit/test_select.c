@@ -244,9 +244,43 @@ static void test_gid_policy_params(void)
 	nv_param_reset();
 }
 
+/* NCCL's subnet test, the IB GID fields, the routable-FLID index, transports. */
+static void test_routing_helpers(void)
+{
+	struct nv_gid_entry a, b, t[2];
+
+	gid_v4(&a, "10.1.2.3", 2);
+	gid_v4(&b, "10.1.2.200", 2);
+	CHECK(nv_gid_same_subnet(a.gid.raw, b.gid.raw, 24));
+	gid_v4(&b, "10.1.3.3", 2);
+	CHECK(!nv_gid_same_subnet(a.gid.raw, b.gid.raw, 24));
+	CHECK(nv_gid_same_subnet(a.gid.raw, b.gid.raw, 16));
+	CHECK(nv_gid_same_subnet(a.gid.raw, a.gid.raw, 32));
+	gid_v6(&b, "fd00:1:2:3::5", 2);
+	CHECK(!nv_gid_same_subnet(a.gid.raw, b.gid.raw, 24)); /* families differ */
+	gid_v6(&a, "fd00:1:2:3::9", 2);
+	CHECK(nv_gid_same_subnet(a.gid.raw, b.gid.raw, 24)); /* IPv6: 64-bit prefix */
+	gid_v6(&a, "fd00:1:2:4::5", 2);
+	CHECK(!nv_gid_same_subnet(a.gid.raw, b.gid.raw, 24));
+
+	gid_v6(&a, "fec0:0:201:2:1:2:3:4", 0);
+	CHECK(nv_gid_flid(a.gid.raw) == 0x201 && nv_gid_ib_subnet(a.gid.raw) == 2);
+	gid_v6(&t[0], "fe80::1", 0);
+	t[1] = a;
+	CHECK(nv_ib_gid_index(t, 2) == 1); /* NCCL_IB_ROUTABLE_FLID_GID_INDEX default 1 */
+	CHECK(nv_ib_gid_index(t, 1) == 0);
+	t[1].gid.raw[4] = t[1].gid.raw[5] = 0;
+	CHECK(nv_ib_gid_index(t, 2) == 0); /* no FLID there */
+
+	CHECK(nv_transport_skip_reason(IBV_TRANSPORT_IB) == NULL);
+	CHECK(strstr(nv_transport_skip_reason(IBV_TRANSPORT_IWARP), "iWARP") != NULL);
+	CHECK(nv_transport_skip_reason(IBV_TRANSPORT_UNSPECIFIED) != NULL);
+}
+
 int main(void)
 {
 	nvt_log_capture();
+	test_routing_helpers();
 	test_hca_filter();
 	test_speed();
 	test_gid_typical();

@@ -35,6 +35,14 @@ static void test_handle(void)
 	CHECK(nv_wire_handle_decode(buf, NV_WIRE_HANDLE_SIZE, &d, why, sizeof(why)) == NV_OK);
 	CHECK(d.family == AF_INET && d.port == 41000 && d.ndevs == 2 && !memcmp(d.addr, h.addr, 16));
 	CHECK(nv_wire_secret_equal(d.secret, h.secret));
+	CHECK(d.gids[0][0] == 0 && d.gids[1][15] == 0);
+	h.gids[0][10] = h.gids[0][11] = 0xff; /* the listener's RoCE GIDs travel */
+	h.gids[0][15] = 7;
+	h.gids[1][0] = 0xfd;
+	nv_wire_handle_encode(&h, buf);
+	CHECK(nv_wire_handle_decode(buf, NV_WIRE_HANDLE_SIZE, &d, why, sizeof(why)) == NV_OK);
+	CHECK(!memcmp(d.gids, h.gids, sizeof(h.gids)));
+	memset(h.gids, 0, sizeof(h.gids));
 	/* network byte order: the magic reads "NVM1" */
 	CHECK(!memcmp(buf, "NVM1", 4));
 
