@@ -14,14 +14,7 @@
 
 #include "sv.h"
 
-#define SV_MAX_IOV 64
-
 enum sv_exec { SV_DONE, SV_STALL };
-
-struct sv_iovs {
-	struct iovec v[SV_MAX_IOV];
-	int n;
-};
 
 static uint64_t sv_iov_len(const struct iovec *v, int n)
 {
@@ -57,19 +50,10 @@ static void sv_memcpy_iov(struct iovec *dst, int nd, struct iovec *src, int ns)
 	}
 }
 
-/* Moves bytes between our iovecs and pid's.  Returns 0 or an errno
- * (ESRCH: the process is gone; EFAULT: a bad address). */
-static int sv_xfer(int32_t pid, bool write, struct iovec *l, int nl, struct iovec *r, int nr)
+int sv_vm_copy(int32_t pid, bool write, struct iovec *l, int nl, struct iovec *r, int nr)
 {
 	uint64_t total = sv_iov_len(l, nl);
 
-	if (pid == sv_g.pid) {
-		if (write)
-			sv_memcpy_iov(r, nr, l, nl);
-		else
-			sv_memcpy_iov(l, nl, r, nr);
-		return 0;
-	}
 	while (total) {
 		ssize_t n = write ? process_vm_writev(pid, l, (unsigned long)nl, r,
 						      (unsigned long)nr, 0)
@@ -83,6 +67,32 @@ static int sv_xfer(int32_t pid, bool write, struct iovec *l, int nl, struct iove
 		sv_iov_advance(&r, &nr, (size_t)n);
 	}
 	return 0;
+}
+
+/* Moves bytes between our iovecs and pid's (GPU memory through gpu.c).
+ * Returns 0 or an errno (ESRCH: the process is gone; EFAULT: a bad address). */
+static int sv_xfer(int32_t pid, bool write, struct sv_iovs *l, struct sv_iovs *r)
+{
+	if (SV_UNLIKELY(l->any_gpu || r->any_gpu))
+		return sv_gpu_xfer(pid, write, l, r);
+	if (pid == sv_g.pid) {
+		if (write)
+			sv_memcpy_iov(r->v, r->n, l->v, l->n);
+		else
+			sv_memcpy_iov(l->v, l->n, r->v, r->n);
+		return 0;
+	}
+	return sv_vm_copy(pid, write, l->v, l->n, r->v, r->n);
+}
+
+/* Appends an MR range to io (bounds already checked). */
+static void sv_iov_add(struct sv_iovs *io, const struct sv_shm_mr *m, uint64_t va, uint32_t len)
+{
+	io->v[io->n].iov_base = (void *)(uintptr_t)va;
+	io->v[io->n].iov_len = len;
+	io->gpu[io->n] = m->gpu;
+	io->any_gpu |= m->gpu != 0;
+	io->n++;
 }
 
 static void sv_complete(struct sv_qp *qp, uint64_t idx, uint32_t status, uint32_t len)
@@ -131,24 +141,25 @@ static int sv_local_iovs(struct sv_qp *qp, const struct sv_swqe *w, uint64_t idx
 	uint32_t need = w->opcode == IBV_WR_RDMA_READ ? IBV_ACCESS_LOCAL_WRITE : 0;
 
 	io->n = 0;
+	io->any_gpu = false;
 	if (w->flags & IBV_SEND_INLINE && w->opcode != IBV_WR_RDMA_READ) {
 		io->v[0].iov_base = qp->sq_inline + (idx % qp->sq_cap) *
 				    ((size_t)qp->cap.max_inline_data + 1);
 		io->v[0].iov_len = w->length;
+		io->gpu[0] = 0;
 		io->n = w->length ? 1 : 0;
 		return 0;
 	}
 	for (uint32_t i = 0; i < w->num_sge; i++) {
+		const struct sv_shm_mr *m = sv_mr_lookup(sg[i].lkey);
 		uint64_t va;
 
 		if (!sg[i].length)
 			continue;
-		if (sv_mr_check(sv_mr_lookup(sg[i].lkey), sg[i].lkey, sv_g.pid, qp->pd->id,
-				sg[i].addr, sg[i].length, need, &va))
+		if (sv_mr_check(m, sg[i].lkey, sv_g.pid, qp->pd->id, sg[i].addr, sg[i].length,
+				need, &va))
 			return EACCES;
-		io->v[io->n].iov_base = (void *)(uintptr_t)va;
-		io->v[io->n].iov_len = sg[i].length;
-		io->n++;
+		sv_iov_add(io, m, va, sg[i].length);
 	}
 	return 0;
 }
@@ -290,19 +301,18 @@ static int sv_recv_iovs(struct sv_qp *qp, const struct sv_rwqe *rw,
 	uint32_t left = len;
 
 	io->n = 0;
+	io->any_gpu = false;
 	for (uint32_t i = 0; i < rw->num_sge && left; i++) {
+		const struct sv_shm_mr *m = sv_mr_lookup(sg[i].lkey);
 		uint32_t c = sg[i].length < left ? sg[i].length : left;
 		uint64_t va;
 
 		if (!c)
 			continue;
-		if (sv_mr_check(sv_mr_lookup(sg[i].lkey), sg[i].lkey, qp->peer_pid,
-				qp->peer->pd_id, sg[i].addr, sg[i].length,
-				IBV_ACCESS_LOCAL_WRITE, &va))
+		if (sv_mr_check(m, sg[i].lkey, qp->peer_pid, qp->peer->pd_id, sg[i].addr,
+				sg[i].length, IBV_ACCESS_LOCAL_WRITE, &va))
 			return EACCES;
-		io->v[io->n].iov_base = (void *)(uintptr_t)va;
-		io->v[io->n].iov_len = c;
-		io->n++;
+		sv_iov_add(io, m, va, c);
 		left -= c;
 	}
 	return left ? EMSGSIZE : 0;
@@ -334,7 +344,7 @@ static enum sv_exec sv_do_send(struct sv_qp *qp, struct sv_swqe *w, struct sv_io
 		sv_responder_error(qp, &rw, rc == EACCES ? IBV_WC_LOC_PROT_ERR : IBV_WC_LOC_LEN_ERR);
 		return sv_fail(qp, rc == EACCES ? IBV_WC_REM_OP_ERR : IBV_WC_REM_INV_REQ_ERR);
 	}
-	rc = sv_xfer(qp->peer_pid, true, lio->v, lio->n, rio.v, rio.n);
+	rc = sv_xfer(qp->peer_pid, true, lio, &rio);
 	if (rc)
 		return rc == ESRCH ? sv_unreachable(qp, w, now) : sv_fail(qp, IBV_WC_REM_OP_ERR);
 	memset(&e, 0, sizeof(e));
@@ -356,20 +366,23 @@ static enum sv_exec sv_do_rdma(struct sv_qp *qp, struct sv_swqe *w, struct sv_io
 	bool rd = w->opcode == IBV_WR_RDMA_READ;
 	uint32_t need = rd ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
 	struct sv_rwqe_sge sg[SV_MAX_IOV];
+	const struct sv_shm_mr *m = sv_mr_lookup(w->rkey);
 	struct sv_rwqe rw;
-	struct iovec r;
+	struct sv_iovs r;
 	uint64_t va = 0;
 	int rc;
 
-	if (w->length && (sv_mr_check(sv_mr_lookup(w->rkey), w->rkey, qp->peer_pid,
-				      qp->peer->pd_id, w->remote_addr, w->length, need, &va) ||
+	if (w->length && (sv_mr_check(m, w->rkey, qp->peer_pid, qp->peer->pd_id,
+				      w->remote_addr, w->length, need, &va) ||
 			  !(atomic_load_explicit(&qp->peer->access, memory_order_relaxed) & need)))
 		return sv_access_error(qp);
 	if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && !sv_claim_recv(qp->peer_rq, &rw, sg))
 		return sv_rnr(qp, w, now);
-	r.iov_base = (void *)(uintptr_t)va;
-	r.iov_len = w->length;
-	rc = w->length ? sv_xfer(qp->peer_pid, !rd, lio->v, lio->n, &r, 1) : 0;
+	r.n = 0;
+	r.any_gpu = false;
+	if (w->length)
+		sv_iov_add(&r, m, va, w->length);
+	rc = w->length ? sv_xfer(qp->peer_pid, !rd, lio, &r) : 0;
 	if (rc)
 		return rc == ESRCH ? sv_unreachable(qp, w, now) : sv_access_error(qp);
 	if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {

@@ -17,6 +17,7 @@ enum {
 	SV_MAX_QP_SLOTS = 1 << SV_QP_SLOT_BITS,	/* QPN = gen << 12 | slot */
 	SV_MAX_CQ_SLOTS = 4096,
 	SV_MAX_MR_SLOTS = 65536,	/* key = slot << 8 | tag */
+	SV_MAX_GPU_MRS = 4096,	/* GPU-memory MRs at once, all processes */
 	SV_MAX_DEVICES = 16,
 	SV_MAX_PORTS = 2,
 	SV_GID_TBL_LEN = 32,

@@ -167,7 +167,7 @@ static void sv_unpin(uint64_t bytes)
 }
 
 static int sv_mr_slot_alloc(struct sv_mr *mr, uint64_t addr, uint64_t len, uint64_t iova,
-			    uint32_t access)
+			    uint32_t access, const struct sv_gpu_mem *gpu)
 {
 	struct sv_fabric *f = sv_g.fab;
 	int rc = ENOMEM;
@@ -182,6 +182,9 @@ static int sv_mr_slot_alloc(struct sv_mr *mr, uint64_t addr, uint64_t len, uint6
 		if (!slot || atomic_load(&m->key))
 			continue;
 		tag = (sv_next_id() & 0xff) | 1;
+		m->gpu = gpu ? sv_gpu_slot_alloc(slot << 8 | tag, gpu) : 0;
+		if (gpu && !m->gpu)
+			break;	/* GPU table full: ENOMEM */
 		m->pid = sv_g.pid;
 		m->pd_id = mr->pd->id;
 		m->access = access;
@@ -191,6 +194,7 @@ static int sv_mr_slot_alloc(struct sv_mr *mr, uint64_t addr, uint64_t len, uint6
 		atomic_store(&m->key, slot << 8 | tag);
 		f->mr_hint = slot + 1;
 		mr->slot = slot;
+		mr->gpu_slot = m->gpu;
 		mr->ibv.lkey = mr->ibv.rkey = slot << 8 | tag;
 		rc = 0;
 		break;
@@ -205,8 +209,9 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 	struct sv_pd *pd = (struct sv_pd *)ibpd;
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	const struct sv_limits *lim;
+	struct sv_gpu_mem gmem;
 	struct sv_mr *mr;
-	int rc;
+	int rc, gpu;
 
 	if (!pd) {
 		errno = EINVAL;
@@ -229,7 +234,9 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 		errno = EINVAL;
 		return NULL;
 	}
-	rc = sv_range_accessible((uintptr_t)addr, len,
+	gpu = sv_gpu_classify((uintptr_t)addr, len, &gmem);	/* < 0: -errno */
+	rc = gpu < 0 ? -gpu : gpu ? 0 :
+	     sv_range_accessible((uintptr_t)addr, len,
 				 (access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 					    IBV_ACCESS_REMOTE_ATOMIC)) != 0);
 	if (rc) {
@@ -244,11 +251,12 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 	mr->pd = pd;
 	mr->map = map;
 	mr->map_len = map_len;
-	mr->pinned = map ? 0 : sv_pin_bytes((uintptr_t)addr, len);	/* dma-buf: not pinned */
+	/* dma-buf and GPU memory: no host pages pinned */
+	mr->pinned = map || gpu ? 0 : sv_pin_bytes((uintptr_t)addr, len);
 	rc = sv_pin(mr->pinned);
 	if (rc)
 		goto err_free;
-	rc = sv_mr_slot_alloc(mr, (uintptr_t)addr, len, iova, access);
+	rc = sv_mr_slot_alloc(mr, (uintptr_t)addr, len, iova, access, gpu ? &gmem : NULL);
 	if (rc)
 		goto err_unpin;
 	mr->ibv.context = ibpd->context;
@@ -256,7 +264,7 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 	mr->ibv.addr = addr;
 	mr->ibv.length = len;
 	mr->ibv.handle = mr->slot;
-	if (access & IBV_ACCESS_REMOTE_WRITE)
+	if ((access & IBV_ACCESS_REMOTE_WRITE) && !gpu)
 		SV_PEER_WRITABLE(addr, len);
 	atomic_fetch_add(&pd->children, 1);
 	mr->obj.dev = sv_ctx(ibpd->context)->dev;
@@ -296,7 +304,9 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, ui
 
 /* dma-buf MRs: the fd must be mappable (memfd, udmabuf, a CPU-visible
  * dma-buf); simverbs maps [offset, offset+length) and moves data through that
- * mapping, so the bytes are shared with every other mapping of the buffer. */
+ * mapping, so the bytes are shared with every other mapping of the buffer.
+ * A CUDA dma-buf (SIMVERBS_GPUDIRECT=1) registers the GPU memory at iova
+ * instead (gpu.c).  SIMVERBS_GPUDIRECT=0: no dma-buf support (EOPNOTSUPP). */
 SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
 					   uint64_t iova, int fd, int access);
 struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
@@ -307,7 +317,12 @@ struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t leng
 	size_t map_len = length + (size_t)(offset - base);
 	struct ibv_mr *mr;
 	void *map;
+	int gpu;
 
+	if (sv_gpu_mode() == 0) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	if (fd < 0) {
 		errno = EBADF;
 		return NULL;
@@ -316,6 +331,14 @@ struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t leng
 		errno = EINVAL;
 		return NULL;
 	}
+	gpu = sv_gpu_dmabuf(fd, offset, length, iova);
+	if (gpu < 0) {
+		errno = -gpu;
+		return NULL;
+	}
+	if (gpu)
+		return sv_reg(pd, (void *)(uintptr_t)iova, length, iova, (unsigned int)access,
+			      NULL, 0);
 	map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)base);
 	if (map == MAP_FAILED)
 		return NULL;
@@ -344,6 +367,7 @@ int ibv_dereg_mr(struct ibv_mr *ibmr)
 	if (sv_lock())
 		return EIO;
 	atomic_store(&m->key, 0);
+	sv_gpu_slot_free(mr->gpu_slot);
 	sv_unlock();
 	if (mr->map)
 		munmap(mr->map, mr->map_len);

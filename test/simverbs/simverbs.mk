@@ -11,6 +11,8 @@ test_simverbs_libibverbs_la_SOURCES = \
 	test/simverbs/engine.c \
 	test/simverbs/fault.c \
 	test/simverbs/gid.c \
+	test/simverbs/gpu.c \
+	test/simverbs/gpu.h \
 	test/simverbs/leak.c \
 	test/simverbs/misc.c \
 	test/simverbs/obj.c \
@@ -25,10 +27,10 @@ test_simverbs_libibverbs_la_SOURCES = \
 test_simverbs_libibverbs_la_LDFLAGS = -version-info 1:0:0 -no-undefined \
 	-rpath $(abs_builddir)/test/simverbs \
 	-Wl,--version-script=$(srcdir)/test/simverbs/simverbs.map
-test_simverbs_libibverbs_la_CPPFLAGS = $(AM_CPPFLAGS) -D_GNU_SOURCE
+test_simverbs_libibverbs_la_CPPFLAGS = $(AM_CPPFLAGS) -D_GNU_SOURCE $(CUDA_CPPFLAGS)
 # paths are bounded by IBV_SYSFS_PATH_MAX by design; truncation is checked where it matters
 test_simverbs_libibverbs_la_CFLAGS = $(AM_CFLAGS) -Wno-format-truncation
-test_simverbs_libibverbs_la_LIBADD = -lpthread -lrt
+test_simverbs_libibverbs_la_LIBADD = -lpthread -lrt -ldl
 EXTRA_test_simverbs_libibverbs_la_DEPENDENCIES = $(srcdir)/test/simverbs/simverbs.map
 EXTRA_DIST += test/simverbs/simverbs.map test/simverbs/README.md
 
@@ -99,3 +101,20 @@ test/simverbs/old/simverbs-old.map: $(srcdir)/test/simverbs/simverbs.map
 	sed -n '1,/^} IBVERBS_1.0;/p' $(srcdir)/test/simverbs/simverbs.map > $@.tmp && \
 	grep '^SIMVERBS_PRIVATE' $(srcdir)/test/simverbs/simverbs.map >> $@.tmp && mv $@.tmp $@
 CLEANFILES += test/simverbs/old/simverbs-old.map
+
+# GPU memory (gpu.c) against fakecuda, a stand-in libcuda.so.1 over host memory
+if HAVE_CUDA
+check_LTLIBRARIES += test/simverbs/tests/fakecuda/libcuda.la
+test_simverbs_tests_fakecuda_libcuda_la_SOURCES = test/simverbs/tests/fakecuda.c
+test_simverbs_tests_fakecuda_libcuda_la_CPPFLAGS = $(AM_CPPFLAGS) -D_GNU_SOURCE $(CUDA_CPPFLAGS)
+# exported like the real driver: no -fvisibility=hidden
+test_simverbs_tests_fakecuda_libcuda_la_CFLAGS = -std=gnu11 $(NV_WARN_CFLAGS) -pthread
+test_simverbs_tests_fakecuda_libcuda_la_LDFLAGS = -version-info 1:0:0 -no-undefined \
+	-rpath $(abs_builddir)/test/simverbs/tests/fakecuda
+check_PROGRAMS += test/simverbs/tests/sv_gpu
+TESTS += test/simverbs/tests/sv_gpu
+test_simverbs_tests_sv_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+test_simverbs_tests_sv_gpu_LDADD = $(SV_TEST_LDADD)
+EXTRA_test_simverbs_tests_sv_gpu_DEPENDENCIES = test/simverbs/tests/fakecuda/libcuda.la
+endif
+EXTRA_DIST += test/simverbs/tests/fakecuda.c test/simverbs/tests/sv_gpu.c

@@ -26,8 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "fabric_param.h"
+#include "gpu.h"
 #include "rdma_private.h"
 
 /* Memory that a peer writes through process_vm_writev (an RDMA WRITE into a
@@ -52,7 +54,7 @@
 #define SV_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 #define SV_MAGIC 0x53564642u	/* "SVFB" */
-#define SV_VERSION 4u
+#define SV_VERSION 5u
 #define SV_STABLE_VERSION 4u
 
 /* ---------------------------------------------------------------- shm */
@@ -77,6 +79,8 @@ struct sv_shm_mr {
 	uint64_t addr;			/* owner's virtual address */
 	uint64_t length;
 	uint64_t iova;			/* first byte's address in key space */
+	uint32_t gpu;			/* GPU memory: its gpus[] slot; 0 = host memory */
+	uint32_t pad;
 };
 
 struct sv_shm_cq {
@@ -146,6 +150,7 @@ struct sv_fabric {
 	struct sv_shm_cq cqs[SV_MAX_CQ_SLOTS];
 	struct sv_shm_qp qps[SV_MAX_QP_SLOTS];
 	struct sv_shm_mr mrs[SV_MAX_MR_SLOTS];
+	struct sv_shm_gpu gpus[SV_MAX_GPU_MRS];	/* gpu.c */
 };
 
 /* One completion queue entry in a CQ ring (one cache line). */
@@ -302,6 +307,7 @@ struct sv_mr {
 	void *map;			/* dma-buf mapping we own */
 	size_t map_len;
 	uint64_t pinned;		/* accounted in sv_g.pinned_bytes */
+	uint32_t gpu_slot;		/* fabric GPU table slot; 0 = host memory */
 };
 
 struct sv_chan {
@@ -521,6 +527,17 @@ struct ibv_qp *sv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_att
 void sv_qpx_free(struct sv_qp *qp);
 
 /* engine.c */
+#define SV_MAX_IOV 64
+/* One side of a transfer: byte ranges and, per range, the fabric GPU-table
+ * slot of its MR (0: host memory). */
+struct sv_iovs {
+	struct iovec v[SV_MAX_IOV];
+	uint32_t gpu[SV_MAX_IOV];
+	int n;
+	bool any_gpu;
+};
+/* process_vm_writev/readv between our iovecs and pid's, to the last byte. */
+int sv_vm_copy(int32_t pid, bool write, struct iovec *l, int nl, struct iovec *r, int nr);
 int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 void sv_qp_progress(struct sv_qp *qp);

@@ -361,6 +361,7 @@ int sv_sysfs_create(void)
 	}
 	if (!current)
 		sv_put(root, ".simverbs-config", "%016llx\n", (unsigned long long)hash);
+	sv_gpu_sysfs(root);
 	return 0;
 }
 
