@@ -1,0 +1,198 @@
+#!/bin/bash
+# gpu-check.sh - real NCCL drives the plugin, on a machine with a GPU.
+#
+# Builds what is missing (plugin, simverbs, test/gpu/nccl-allreduce, e2e_gpu),
+# then runs the client over simverbs with every NCCL it finds (the PyTorch
+# wheel's libnccl.so.2, the CUDA toolkit's, the system's), with 2 and 4 ranks,
+# in two modes:
+#   host  SIMVERBS_GPUDIRECT=0: no peer memory, no dma-buf; NCCL stages
+#         through host memory (the log must show GPU Direct RDMA Disabled);
+#   gdr   SIMVERBS_GPUDIRECT=1 + NCCL_NET_GDR_LEVEL=SYS: simverbs registers GPU
+#         memory and moves it with CUDA IPC; NCCL uses regMr(NCCL_PTR_CUDA) /
+#         regMrDmaBuf and iflush (the log must show /GDRDMA channels).
+# and the plugin's e2e_gpu test in gdr mode.  Logs and summary.txt go to one
+# folder.  Without a GPU it says so and exits 77.
+#
+# usage: scripts/gpu-check.sh [--out DIR] [--build DIR] [--max BYTES] [--ranks "2 4"]
+#                             [--modes "host gdr"] [--detect]
+# GPU_CHECK_ENV="VAR=value ..." adds environment to every client run.
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build
+out=
+max=256M
+ranks="2 4"
+modes="host gdr"
+detect_only=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--out) out=$2; shift ;;
+	--build) build=$2; shift ;;
+	--max) max=$2; shift ;;
+	--ranks) ranks=$2; shift ;;
+	--modes) modes=$2; shift ;;
+	--detect) detect_only=1 ;;
+	*) echo "usage: $0 [--out DIR] [--build DIR] [--max BYTES] [--ranks \"2 4\"] [--modes \"host gdr\"] [--detect]" >&2
+	   exit 2 ;;
+	esac
+	shift
+done
+
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+
+# Number of CUDA devices the driver reports (0: none, or no driver).
+gpu_count() {
+	"$py" - <<'EOF' 2>/dev/null || echo 0
+import ctypes
+try:
+    cu = ctypes.CDLL("libcuda.so.1")
+except OSError:
+    print(0); raise SystemExit
+n = ctypes.c_int(0)
+print(n.value if cu.cuInit(0) == 0 and cu.cuDeviceGetCount(ctypes.byref(n)) == 0 else 0)
+EOF
+}
+
+ngpu=$(gpu_count)
+if [ "${ngpu:-0}" -lt 1 ]; then
+	echo "gpu-check: no GPU here (libcuda.so.1 / cuDeviceGetCount found none): nothing to check"
+	exit 77
+fi
+[ $detect_only = 1 ] && { echo "gpu-check: $ngpu GPU(s)"; exit 0; }
+
+[ -n "$out" ] || out=$top/gpu-check-$(date -u +%Y%m%d-%H%M%S)
+mkdir -p "$out" || exit 2
+out=$(cd "$out" && pwd)
+summary=$out/summary.txt
+: > "$summary"
+say() { echo "$*" | tee -a "$summary"; }
+t_start=$(date +%s)
+
+say "gpu-check $(date -u +%FT%TZ) on $(hostname): $ngpu GPU(s)"
+command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | tee -a "$summary"
+
+# ---- the NCCLs: "label libdir" lines, one per distinct libnccl.so.2
+find_nccls() {
+	local d
+	for p in /usr/bin/python3 python3; do
+		command -v "$p" >/dev/null || continue
+		"$p" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null |
+			while read -r d; do [ -e "$d/lib/libnccl.so.2" ] && echo "wheel $d/lib"; done
+		"$p" -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null |
+			while read -r d; do
+				[ -e "$d/nvidia/nccl/lib/libnccl.so.2" ] && echo "wheel $d/nvidia/nccl/lib"
+			done
+	done
+	for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/lib" \
+		 /usr/local/cuda/targets/x86_64-linux/lib; do
+		[ -e "$d/libnccl.so.2" ] && echo "toolkit $d"
+	done
+	[ -e /usr/lib/x86_64-linux-gnu/libnccl.so.2 ] && echo "system /usr/lib/x86_64-linux-gnu"
+}
+nccls=$(find_nccls | while read -r label dir; do
+	echo "$label $(readlink -f "$dir/libnccl.so.2") $dir"; done | sort -u -k2,2 | awk '{print $1, $3}')
+if [ -z "$nccls" ]; then
+	say "gpu-check: FAIL: no libnccl.so.2 found (PyTorch wheel nvidia/nccl/lib, CUDA toolkit, system)"
+	exit 1
+fi
+say "NCCLs found:"
+echo "$nccls" | sed 's/^/  /' | tee -a "$summary"
+
+# ---- build what is missing
+nccl_inc=
+for d in "${CUDA_HOME:-/usr/local/cuda}" $(echo "$nccls" | awk '{print $2}' | sed 's,/lib$,,'); do
+	[ -r "$d/include/nccl.h" ] && { nccl_inc=$d; break; }
+done
+client=$build/test/gpu/nccl-allreduce
+plugin=$build/.libs/libnccl-net-verbs.so
+simlib=$build/test/simverbs/.libs
+build_all() {
+	mkdir -p "$build" && cd "$build" || return 1
+	if [ ! -f Makefile ] || ! grep -q '^NCCL_LIBS = .' Makefile; then
+		[ -x "$top/configure" ] || (cd "$top" && ./autogen.sh) || return 1
+		"$top/configure" ${nccl_inc:+--with-nccl=$nccl_inc} || return 1
+	fi
+	make -j"$(nproc)" all && make -j"$(nproc)" test/gpu/nccl-allreduce test/e2e/e2e_gpu
+}
+if [ ! -x "$client" ] || [ ! -e "$plugin" ] || [ ! -e "$simlib/libibverbs.so.1" ] ||
+   [ ! -x "$build/test/e2e/e2e_gpu" ]; then
+	say "building in $build (nccl.h from ${nccl_inc:-nowhere})"
+	if ! (build_all) > "$out/build.log" 2>&1; then
+		say "gpu-check: FAIL: build failed; tail of $out/build.log:"
+		tail -n 40 "$out/build.log"
+		exit 1
+	fi
+fi
+
+# ---- one client run: nccl label, libdir, ranks, mode
+fails=0
+run_client() {
+	local label=$1 lib=$2 n=$3 mode=$4 dir fab rc g
+	dir=$out/$label-n$n-$mode
+	mkdir -p "$dir"
+	fab=gpucheck-$$-$label-n$n-$mode
+	local env=(LD_LIBRARY_PATH="$simlib:$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		   SIMVERBS_FABRIC="$fab" NCCL_NET_PLUGIN="$plugin" NCCL_NET=Verbs)
+	if [ "$mode" = gdr ]; then
+		g=1
+		env+=(SIMVERBS_GPUDIRECT=1 NCCL_VERBS_GDR_SYSFS_ROOT="/tmp/simverbs-$(id -u)/$fab"
+		      NCCL_NET_GDR_LEVEL=SYS NCCL_CUMEM_ENABLE=0)
+	else
+		g=0
+		env+=(SIMVERBS_GPUDIRECT=0)
+	fi
+	# shellcheck disable=SC2206
+	env+=(${GPU_CHECK_ENV:-})
+	printf '%s\n' "${env[@]}" > "$dir/env.txt"
+	env "${env[@]}" timeout -k 5 150 "$client" -n "$n" -b 8 -e "$max" -f 4 -i 5 -w 1 -t 140 \
+		-p "$plugin" -l "$dir" -g "$g" > "$dir/client.out" 2>&1
+	rc=$?
+	local ver peak
+	ver=$(sed -n 's/^rank 0: NCCL \([0-9]*\),.*/\1/p' "$dir/client.out" | head -1)
+	peak=$(sed -n 's/^# \(.*\): peak busbw \(.*\) GB\/s/\1=\2/p' "$dir/client.out" | tr '\n' ';')
+	if [ $rc = 0 ]; then
+		say "PASS $label NCCL ${ver:-?} n=$n $mode: peak busbw GB/s: $peak"
+		grep '^rank 0:' "$dir/client.out" | head -1 | sed 's/^/     /' | tee -a "$summary"
+	else
+		fails=$((fails + 1))
+		say "FAIL $label NCCL ${ver:-?} n=$n $mode: exit $rc (logs in $dir)"
+		echo "---- tail of $dir/client.out"; tail -n 30 "$dir/client.out"
+		for f in "$dir"/nccl-rank*.log; do
+			[ -e "$f" ] || continue
+			echo "---- WARNs and tail of $f"
+			grep -a 'WARN' "$f" | head -n 10
+			tail -n 25 "$f"
+		done
+	fi
+	rm -rf "/tmp/simverbs-$(id -u)/$fab" 2>/dev/null
+}
+
+echo "$nccls" | while read -r label lib; do
+	for n in $ranks; do
+		for mode in $modes; do
+			run_client "$label" "$lib" "$n" "$mode"
+		done
+	done
+	echo "$fails" > "$out/.fails-$label"
+done
+fails=$(cat "$out"/.fails-* 2>/dev/null | awk '{s += $1} END {print s + 0}')
+rm -f "$out"/.fails-*
+
+# ---- the plugin's e2e_gpu in GPUDirect mode
+fab=gpucheck-$$-e2e
+env LD_LIBRARY_PATH="$simlib" SIMVERBS_FABRIC="$fab" SIMVERBS_GPUDIRECT=1 \
+	NCCL_VERBS_GDR_SYSFS_ROOT="/tmp/simverbs-$(id -u)/$fab" NV_TEST_PLUGIN="$plugin" \
+	NV_TOP_SRCDIR="$top" NV_TOP_BUILDDIR="$build" NCCL_DEBUG=INFO \
+	timeout -k 5 120 "$build/test/e2e/e2e_gpu" > "$out/e2e_gpu.log" 2>&1
+rc=$?
+rm -rf "/tmp/simverbs-$(id -u)/$fab"
+case $rc in
+0) say "PASS e2e_gpu (SIMVERBS_GPUDIRECT=1)" ;;
+77) say "SKIP e2e_gpu: $(tail -n 1 "$out/e2e_gpu.log")"; fails=$((fails + 1)) ;;
+*) say "FAIL e2e_gpu: exit $rc"; tail -n 30 "$out/e2e_gpu.log"; fails=$((fails + 1)) ;;
+esac
+
+say "gpu-check: $([ "$fails" = 0 ] && echo OK || echo "$fails FAILED") in $(( $(date +%s) - t_start )) s; logs in $out"
+[ "$fails" = 0 ]
