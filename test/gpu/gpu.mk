@@ -11,3 +11,7 @@ endif
 TESTS += test/gpu/gpu_check_nogpu.sh test/gpu/nccl_logcheck.sh
 dist_check_SCRIPTS += test/gpu/gpu_check_nogpu.sh test/gpu/nccl_logcheck.sh
 EXTRA_DIST += test/gpu/nccl-allreduce.c scripts/gpu-check.sh
+if HAVE_CUDA
+TESTS += test/gpu/e2e_gpu_fake.sh
+endif
+dist_check_SCRIPTS += test/gpu/e2e_gpu_fake.sh

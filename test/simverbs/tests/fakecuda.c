@@ -12,6 +12,7 @@
  *    missing synchronisation reads stale data;
  *  - an IPC handle can be opened once per process (CUDA_ERROR_ALREADY_MAPPED
  *    after), not in the exporting process, and only while the exporter runs;
+ *  - managed memory (cuMemAllocManaged) is plain shared memory, CPU-addressable;
  *  - fakecuda_alloc_vmm() makes an allocation that, like a cuMem (VMM) one,
  *    is not legacy-IPC capable.
  * fakecuda_stats() reports counters (IPC opens/closes, copies) to the test.
@@ -42,6 +43,7 @@ struct fc_alloc {
 	int fd;			/* memfd; IPC handles name it */
 	int opened;		/* mapped from another process's handle */
 	int vmm;		/* not legacy-IPC capable */
+	int managed;		/* cuMemAllocManaged: CPU-addressable, dptr == hidden */
 	unsigned char handle[CU_IPC_HANDLE_SIZE];
 };
 
@@ -79,6 +81,13 @@ void fakecuda_stats(struct fakecuda_stats *s)
 	pthread_mutex_lock(&fc_lock);
 	*s = fc_stats;
 	pthread_mutex_unlock(&fc_lock);
+}
+
+static void fc_flush_ops(void)
+{
+	for (int i = 0; i < fc_nops; i++)
+		memmove(fc_ops[i].dst, fc_ops[i].src, fc_ops[i].n);
+	fc_nops = 0;
 }
 
 static CUresult fc_need_ctx(void)
@@ -250,9 +259,74 @@ CUresult fakecuda_alloc_vmm(CUdeviceptr *dptr, size_t size)
 static void fc_unmap(struct fc_alloc *a)
 {
 	munmap(a->dptr, a->size);
-	munmap(a->hidden, a->size);
-	close(a->fd);
+	if (!a->managed) {
+		munmap(a->hidden, a->size);
+		close(a->fd);
+	}
 	memset(a, 0, sizeof(*a));
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
+{
+	struct fc_alloc *a;
+	CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+
+	(void)flags;
+	pthread_mutex_lock(&fc_lock);
+	if (fc_need_ctx() != CUDA_SUCCESS) {
+		r = CUDA_ERROR_INVALID_CONTEXT;
+		goto out;
+	}
+	size = (size + 4095) & ~(size_t)4095;
+	a = fc_slot();
+	if (!a || !size)
+		goto out;
+	a->dptr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (a->dptr == MAP_FAILED) {
+		a->dptr = NULL;
+		goto out;
+	}
+	a->hidden = a->dptr;
+	a->size = size;
+	a->fd = -1;
+	a->managed = 1;
+	*dptr = (CUdeviceptr)(uintptr_t)a->dptr;
+	r = CUDA_SUCCESS;
+out:
+	pthread_mutex_unlock(&fc_lock);
+	return r;
+}
+
+/* The pre-CUDA-13 context calls e2e_gpu uses (cuda.h 13 maps cuCtxCreate to _v4). */
+FC_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	CUresult r = cuDevicePrimaryCtxRetain(pctx, dev);
+
+	(void)flags;
+	return r == CUDA_SUCCESS ? cuCtxPushCurrent(*pctx) : r;
+}
+
+FC_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx);
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+	CUcontext c;
+
+	if (fc_depth > 0 && fc_stack[fc_depth - 1] == ctx)
+		cuCtxPopCurrent(&c);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+	CUresult r;
+
+	pthread_mutex_lock(&fc_lock);
+	r = fc_need_ctx();
+	if (r == CUDA_SUCCESS)
+		fc_flush_ops();
+	pthread_mutex_unlock(&fc_lock);
+	return r;
 }
 
 CUresult cuMemFree(CUdeviceptr dptr)
@@ -284,7 +358,7 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
 	else if (attribute == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
 		*(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
 	else if (attribute == CU_POINTER_ATTRIBUTE_IS_MANAGED)
-		*(unsigned int *)data = 0;
+		*(unsigned int *)data = (unsigned int)a->managed;
 	else if (attribute == CU_POINTER_ATTRIBUTE_CONTEXT)
 		*(CUcontext *)data = (CUcontext)(void *)&fc_ctx_obj;
 	else if (attribute == CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE)
@@ -318,7 +392,8 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr)
 	pthread_mutex_lock(&fc_lock);
 	r = fc_need_ctx();
 	a = fc_find((void *)(uintptr_t)dptr, 0);
-	if (r == CUDA_SUCCESS && (!a || a->opened || a->vmm || a->dptr != (char *)(uintptr_t)dptr))
+	if (r == CUDA_SUCCESS && (!a || a->opened || a->vmm || a->managed ||
+				     a->dptr != (char *)(uintptr_t)dptr))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS) {
 		fh.pid = (int32_t)getpid();
@@ -434,13 +509,6 @@ static char *fc_host(CUdeviceptr p, size_t n)
 	if (a)
 		return a->hidden + (c - a->dptr);
 	return fc_find(c, 0) ? NULL : c;	/* straddling a device range: invalid */
-}
-
-static void fc_flush_ops(void)
-{
-	for (int i = 0; i < fc_nops; i++)
-		memmove(fc_ops[i].dst, fc_ops[i].src, fc_ops[i].n);
-	fc_nops = 0;
 }
 
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
