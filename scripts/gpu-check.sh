@@ -105,26 +105,50 @@ nccl_inc=
 for d in "${CUDA_HOME:-/usr/local/cuda}" $(echo "$nccls" | awk '{print $2}' | sed 's,/lib$,,'); do
 	[ -r "$d/include/nccl.h" ] && { nccl_inc=$d; break; }
 done
-client=$build/test/gpu/nccl-allreduce
-plugin=$build/.libs/libnccl-net-verbs.so
-simlib=$build/test/simverbs/.libs
+# A build is usable when every piece exists and loads here (a build folder
+# carried from another machine may lack a library or need a newer glibc).
+usable() {
+	local b=$1 f
+	for f in "$b/test/gpu/nccl-allreduce" "$b/.libs/libnccl-net-verbs.so" \
+		 "$b/test/simverbs/.libs/libibverbs.so.1" "$b/test/e2e/e2e_gpu"; do
+		[ -e "$f" ] || return 1
+		LD_LIBRARY_PATH="$b/test/simverbs/.libs:$first_nccl:$cuda_libs" ldd "$f" 2>&1 |
+			grep -q 'not found' && return 1
+	done
+	return 0
+}
 build_all() {
-	mkdir -p "$build" && cd "$build" || return 1
+	local b=$1
+	mkdir -p "$b" && cd "$b" || return 1
 	if [ ! -f Makefile ] || ! grep -q '^NCCL_LIBS = .' Makefile; then
 		[ -x "$top/configure" ] || (cd "$top" && ./autogen.sh) || return 1
 		"$top/configure" ${nccl_inc:+--with-nccl=$nccl_inc} || return 1
 	fi
 	make -j"$(nproc)" all && make -j"$(nproc)" test/gpu/nccl-allreduce test/e2e/e2e_gpu
 }
-if [ ! -x "$client" ] || [ ! -e "$plugin" ] || [ ! -e "$simlib/libibverbs.so.1" ] ||
-   [ ! -x "$build/test/e2e/e2e_gpu" ]; then
-	say "building in $build (nccl.h from ${nccl_inc:-nowhere})"
-	if ! (build_all) > "$out/build.log" 2>&1; then
-		say "gpu-check: FAIL: build failed; tail of $out/build.log:"
+# CUDA runtime for the client: the toolkit's, else the PyTorch wheel's
+cuda_libs=
+for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/lib" \
+	 $(echo "$nccls" | awk '{print $2}' | sed 's,/nccl/lib$,/cuda_runtime/lib,'); do
+	ls "$d"/libcudart.so.* >/dev/null 2>&1 && cuda_libs=${cuda_libs:+$cuda_libs:}$d
+done
+first_nccl=$(echo "$nccls" | awk 'NR == 1 {print $2}')
+if ! usable "$build"; then
+	[ -f "$build/Makefile" ] && [ "$(sed -n 's/^abs_top_builddir = //p' "$build/Makefile")" != "$build" ] &&
+		build=$top/build-gpu	# carried from elsewhere: its Makefile points there
+	say "building in $build (nccl.h from ${nccl_inc:-nowhere}); log: $out/build.log"
+	if ! (build_all "$build") > "$out/build.log" 2>&1 || ! usable "$build"; then
+		say "gpu-check: FAIL: build failed (needs autoconf, automake, libtool, libibverbs-dev, nccl.h);" \
+		    "tail of $out/build.log:"
 		tail -n 40 "$out/build.log"
 		exit 1
 	fi
+else
+	say "using the build in $build"
 fi
+client=$build/test/gpu/nccl-allreduce
+plugin=$build/.libs/libnccl-net-verbs.so
+simlib=$build/test/simverbs/.libs
 
 # ---- one client run: nccl label, libdir, ranks, mode
 fails=0
@@ -133,8 +157,9 @@ run_client() {
 	dir=$out/$label-n$n-$mode
 	mkdir -p "$dir"
 	fab=gpucheck-$$-$label-n$n-$mode
-	local env=(LD_LIBRARY_PATH="$simlib:$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-		   SIMVERBS_FABRIC="$fab" NCCL_NET_PLUGIN="$plugin" NCCL_NET=Verbs)
+	local env=(LD_LIBRARY_PATH="$simlib:$lib${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		   SIMVERBS_FABRIC="$fab" NCCL_NET_PLUGIN="$plugin" NCCL_NET=Verbs
+		   NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}")
 	if [ "$mode" = gdr ]; then
 		g=1
 		env+=(SIMVERBS_GPUDIRECT=1 NCCL_VERBS_GDR_SYSFS_ROOT="/tmp/simverbs-$(id -u)/$fab"
@@ -182,7 +207,7 @@ rm -f "$out"/.fails-*
 
 # ---- the plugin's e2e_gpu in GPUDirect mode
 fab=gpucheck-$$-e2e
-env LD_LIBRARY_PATH="$simlib" SIMVERBS_FABRIC="$fab" SIMVERBS_GPUDIRECT=1 \
+env LD_LIBRARY_PATH="$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SIMVERBS_FABRIC="$fab" SIMVERBS_GPUDIRECT=1 \
 	NCCL_VERBS_GDR_SYSFS_ROOT="/tmp/simverbs-$(id -u)/$fab" NV_TEST_PLUGIN="$plugin" \
 	NV_TOP_SRCDIR="$top" NV_TOP_BUILDDIR="$build" NCCL_DEBUG=INFO \
 	timeout -k 5 120 "$build/test/e2e/e2e_gpu" > "$out/e2e_gpu.log" 2>&1

@@ -81,6 +81,14 @@ static int my_rank;
 	if (r_ != ncclSuccess) FAIL("%s:%d: %s: %s (%s)", __FILE__, __LINE__, #c, \
 				    ncclGetErrorString(r_), ncclGetLastError(comm)); } while (0)
 
+/* The size after s: times the factor, the last one exactly max_bytes. */
+static size_t next_size(size_t s)
+{
+	size_t n = s * (size_t)opt.factor;
+
+	return s < opt.max_bytes && n > opt.max_bytes ? opt.max_bytes : n;
+}
+
 static double now_us(void)
 {
 	struct timespec ts;
@@ -283,7 +291,7 @@ static int rank_main(int rank, int id_wr, int id_rd)
 		int si = 0;
 
 		for (size_t s = opt.min_bytes; s <= opt.max_bytes && si < MAX_SIZES;
-		     s *= (size_t)opt.factor, si++) {
+		     s = next_size(s), si++) {
 			run_size(&b, (enum test)t, si, s);
 			wrong += sh->r[rank][t][si].wrong;
 		}
@@ -315,7 +323,7 @@ static uint64_t print_tables(void)
 		       "size(B)", "count", "time(us)", "algbw", "busbw", "#wrong");
 		printf("#%12s %12s %10s %10s %10s %8s\n", "", "(elements)", "", "(GB/s)", "(GB/s)", "");
 		for (size_t s = opt.min_bytes; s <= opt.max_bytes && si < MAX_SIZES;
-		     s *= (size_t)opt.factor, si++) {
+		     s = next_size(s), si++) {
 			size_t sb, count = test_count((enum test)t, s, &sb);
 			double us = 0, algbw;
 			uint64_t wrong = 0;

@@ -246,10 +246,14 @@ static void sv_cu_leave(const struct sv_cuda *cu)
 	cu->ctx_pop(&c);
 }
 
-/* true: addr is device memory of a CUDA allocation (not managed memory). */
+/* true: addr is device memory of a CUDA allocation that the CPU cannot
+ * address (managed memory and CPU-mapped allocations stay on the host path:
+ * process_vm_* reaches them). */
 static bool sv_cu_is_device(const struct sv_cuda *cu, uint64_t addr)
 {
 	unsigned int mt = 0, managed = 0;
+	char byte;
+	struct iovec l = { &byte, 1 }, r = { (void *)(uintptr_t)addr, 1 };
 
 	if (cu->ptr_attr(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)addr) !=
 	    CUDA_SUCCESS || mt != CU_MEMORYTYPE_DEVICE)
@@ -257,6 +261,11 @@ static bool sv_cu_is_device(const struct sv_cuda *cu, uint64_t addr)
 	if (cu->ptr_attr(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)addr) ==
 	    CUDA_SUCCESS && managed)
 		return false;
+	if (process_vm_readv(sv_g.pid, &l, 1, &r, 1, 0) == 1) {
+		SV_DBG("reg_mr: %#llx: CUDA device memory the CPU can read: host path",
+		       (unsigned long long)addr);
+		return false;
+	}
 	return true;
 }
 
