@@ -140,14 +140,14 @@ static void modes(void)
 	CUdeviceptr d;
 	char path[512];
 	struct ibv_mr *mr;
-	int (*sysfs_path)(char *, size_t);
+	const char *(*sysfs_path)(void);
 
 	unsetenv("SIMVERBS_GPUDIRECT");
 	svt_ep_init(&e, "simib0", 4, 4, 0, 0);	/* lists devices: sysfs tree refreshed */
-	sysfs_path = (int (*)(char *, size_t))(uintptr_t)dlsym(RTLD_DEFAULT, "ibv_get_sysfs_path");
-	SVT_CHECK(sysfs_path);
-	SVT_EQ(sysfs_path(path, sizeof(path) - 40), 0);
-	strcat(path, "/module/nvidia_peermem/version");
+	/* rdma-core's const char *ibv_get_sysfs_path(void): the fake tree's root */
+	sysfs_path = (const char *(*)(void))(uintptr_t)dlsym(RTLD_DEFAULT, "ibv_get_sysfs_path");
+	SVT_CHECK(sysfs_path && sysfs_path());
+	snprintf(path, sizeof(path), "%s/module/nvidia_peermem/version", sysfs_path());
 	SVT_CHECK(access(path, F_OK) != 0);
 	SVT_EQ(cu.alloc(&d, SZ), CUDA_SUCCESS);
 	errno = 0;
