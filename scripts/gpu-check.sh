@@ -151,6 +151,9 @@ client=$build/test/gpu/nccl-allreduce
 plugin=$build/.libs/libnccl-net-verbs.so
 simlib=$build/test/simverbs/.libs
 
+# the plugin WARNs under a small memlock limit (simverbs does not enforce it)
+ulimit -l unlimited 2>/dev/null
+
 # ---- one client run
 run_client() {	# label libdir ranks mode seconds; fails non-zero
 	local label=$1 lib=$2 n=$3 mode=$4 secs=$5 dir fab rc g

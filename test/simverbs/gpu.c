@@ -291,8 +291,9 @@ static int sv_cu_export(const struct sv_cuda *cu, uint64_t addr, uint64_t len,
 		rc = -EFAULT;
 		goto leave;
 	}
+	/* a driver without the attribute: cuIpcGetMemHandle below decides */
 	if (cu->ptr_attr(&ipc_ok, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-			 (CUdeviceptr)addr) != CUDA_SUCCESS || !ipc_ok) {
+			 (CUdeviceptr)addr) == CUDA_SUCCESS && !ipc_ok) {
 		sv_log("reg_mr: GPU memory at %#llx is a cuMem (VMM) allocation; simverbs moves "
 		       "GPU memory between processes with legacy CUDA IPC only (for NCCL: "
 		       "NCCL_CUMEM_ENABLE=0)", (unsigned long long)addr);
