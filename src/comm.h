@@ -246,6 +246,11 @@ struct nv_recv_comm {
 	struct nv_comm base;
 	uint64_t head;			/* sequence of the next irecv */
 	int gdr_flush;			/* flush QPs exist */
+	/* Templates of irecv's WRs: constant fields set once (nv_recv_comm_ready),
+	 * irecv fills in the rest; posting copies them, so reuse is immediate. */
+	struct ibv_send_wr cts_wr;
+	struct ibv_sge cts_sge;
+	struct ibv_recv_wr recv_wr;
 };
 
 /* ---- comm lifetime (qp.c) --------------------------------------------- */

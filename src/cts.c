@@ -11,31 +11,19 @@
 int nv_cts_slot_check(const struct nv_cts_entry *e, uint64_t seq, int rdevs, char *why,
 		      size_t why_len)
 {
-	uint32_t n, r;
-	int d;
+	int v = nv_cts_slot_ready(e, seq, rdevs);
+	uint32_t n = e[0].nreqs, r;
 
-	if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != seq + 1)
-		return 0;
-	n = e[0].nreqs;
+	if (v >= 0)
+		return v;
 	if (n < 1 || n > NV_CTS_MAX_RECVS) {
 		snprintf(why, why_len, "a clear-to-send with %u grouped receives (max %d)", n,
 			 NV_CTS_MAX_RECVS);
 		return -1;
 	}
-	for (r = 0; r < n; r++) {
-		const struct nv_cts_entry *x = &e[r];
-
-		if (__atomic_load_n(&x->seq, __ATOMIC_ACQUIRE) != seq + 1)
-			return 0; /* the rest of this slot is still on its way */
-		if (x->nreqs != n || x->size > INT_MAX || (x->size && !x->addr) ||
-		    x->addr + x->size < x->addr)
-			goto err_entry;
-		for (d = 0; d < rdevs && d < NV_CTS_MAX_DEVS; d++)
-			if (x->size && !x->rkey[d])
-				goto err_entry;
-	}
-	return 1;
-err_entry:
+	/* the peer may still be writing: name the first bad entry, else the last */
+	for (r = 0; r + 1 < n && !nv_cts_entry_bad(&e[r], n, rdevs); r++)
+		;
 	snprintf(why, why_len, "incorrect receive info in slot %llu entry %u: size %llu addr 0x%llx "
 		 "rkey 0x%x nreqs %u", (unsigned long long)seq, r, (unsigned long long)e[r].size,
 		 (unsigned long long)e[r].addr, e[r].rkey[0], e[r].nreqs);

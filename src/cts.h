@@ -7,6 +7,7 @@
 #ifndef NV_CTS_H
 #define NV_CTS_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,12 +32,45 @@ struct nv_cts_entry {
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct nv_cts_entry) == 64, "CTS entry must be 64 bytes");
 
+/* One arrived entry of a slot of n: 1 when it is unusable (see nv_cts_slot_check). */
+static inline int nv_cts_entry_bad(const struct nv_cts_entry *x, uint32_t n, int rdevs)
+{
+	int d;
+
+	if (x->nreqs != n || x->size > INT_MAX || (x->size && !x->addr) ||
+	    x->addr + x->size < x->addr)
+		return 1;
+	for (d = 0; x->size && d < rdevs && d < NV_CTS_MAX_DEVS; d++)
+		if (!x->rkey[d])
+			return 1;
+	return 0;
+}
+
 /*
  * The entries of the slot with sequence `seq` (e[0..NV_CTS_MAX_RECVS-1]):
  * 1 all nreqs entries arrived and are usable; 0 not (completely) written
- * yet; -1 hostile or corrupt, with the reason in why. rdevs: the receiver's
- * device count (rkeys that must be valid).
+ * yet; -1 hostile or corrupt. rdevs: the receiver's device count (rkeys
+ * that must be valid). Inline for isend; nv_cts_slot_check gives the reason.
  */
+static inline int nv_cts_slot_ready(const struct nv_cts_entry *e, uint64_t seq, int rdevs)
+{
+	uint32_t n, r;
+
+	if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != seq + 1)
+		return 0;
+	n = e[0].nreqs;
+	if (n < 1 || n > NV_CTS_MAX_RECVS)
+		return -1;
+	for (r = 0; r < n; r++) {
+		if (r && __atomic_load_n(&e[r].seq, __ATOMIC_ACQUIRE) != seq + 1)
+			return 0; /* the rest of this slot is still on its way */
+		if (nv_cts_entry_bad(&e[r], n, rdevs))
+			return -1;
+	}
+	return 1;
+}
+
+/* nv_cts_slot_ready's verdict, with the reason in why when it is -1. */
 int nv_cts_slot_check(const struct nv_cts_entry *e, uint64_t seq, int rdevs, char *why,
 		      size_t why_len);
 

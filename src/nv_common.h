@@ -17,13 +17,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Numerically equal to the ncclResult_t each maps to (checked in plugin.c),
+ * so the vtable's conversion costs nothing on the data path. */
 typedef enum nv_status {
 	NV_OK = 0,
-	NV_ERR_SYSTEM,   /* OS, verbs, socket or hardware failure  -> ncclSystemError   */
-	NV_ERR_INTERNAL, /* the caller (NCCL core) misused the API -> ncclInternalError */
-	NV_ERR_INVALID,  /* bad argument from the caller            -> ncclInvalidArgument */
-	NV_ERR_USAGE,    /* user configuration is wrong             -> ncclInvalidUsage  */
-	NV_ERR_REMOTE,   /* the peer reported or caused the failure -> ncclRemoteError   */
+	NV_ERR_SYSTEM = 2,   /* OS, verbs, socket or hardware failure  -> ncclSystemError   */
+	NV_ERR_INTERNAL = 3, /* the caller (NCCL core) misused the API -> ncclInternalError */
+	NV_ERR_INVALID = 4,  /* bad argument from the caller            -> ncclInvalidArgument */
+	NV_ERR_USAGE = 5,    /* user configuration is wrong             -> ncclInvalidUsage  */
+	NV_ERR_REMOTE = 6,   /* the peer reported or caused the failure -> ncclRemoteError   */
 } nv_status_t;
 
 /* Log levels and subsystem bits, numerically equal to NCCL's. */

@@ -302,13 +302,67 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
 	return NV_OK;
 }
 
+/*
+ * The common case: one receive, one QP, at least one byte. The same chain
+ * nv_send_post_qp builds for it: one WRITE_WITH_IMM carrying the data, or,
+ * from the adaptive-routing threshold on, the data WRITE followed by a
+ * 0-byte WRITE_WITH_IMM into the peer's records.
+ */
+static nv_status_t nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot *sl,
+				    const struct nv_request *req)
+{
+	struct nv_comm *c = &s->base;
+	uint32_t qi = (uint32_t)(sl->seq % (uint64_t)c->nqps);
+	uint32_t slot = (uint32_t)(sl->seq % NV_FIFO_SLOTS);
+	struct nv_comm_qp *q = &c->qps[qi];
+	const struct nv_cts_entry *e = &((struct nv_send_ctrl *)c->ctrl)->fifo[slot][req->entry];
+	struct ibv_send_wr *wr = &s->wr[0], *imm = wr, *bad;
+	struct ibv_sge *sge = &s->sge[0];
+	int nwr = 1;
+
+	sge->addr = (uintptr_t)req->data;
+	sge->length = (uint32_t)req->size;
+	sge->lkey = req->mh->lkey[q->dev];
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->wr.rdma.remote_addr = e->addr;
+	wr->wr.rdma.rkey = e->rkey[q->rdev];
+	if (req->size >= s->ar_threshold) {
+		wr->opcode = IBV_WR_RDMA_WRITE;
+		wr->send_flags = 0;
+		wr->wr_id = NV_WRID(NV_WR_DATA, 0, qi, sl->seq);
+		wr->next = imm = &s->wr[1];
+		imm->sg_list = &s->sge[1];
+		imm->num_sge = 0;
+		imm->wr.rdma.remote_addr =
+			c->rctrl_addr + slot * sizeof(((struct nv_send_ctrl *)0)->sizes[0]);
+		imm->wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
+		nwr = 2;
+	}
+	imm->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	imm->send_flags = IBV_SEND_SIGNALED;
+	imm->imm_data = htonl((uint32_t)req->size);
+	imm->wr_id = NV_WRID(NV_WR_DATA, nwr, qi, sl->seq);
+	imm->next = NULL;
+	q->outstanding += nwr;
+	if (nv_ibv_post_send(q->qp, wr, &bad) != NV_OK) {
+		nv_comm_fail(c, NV_ERR_SYSTEM, "posting %d data WR(s) on QP 0x%x to %s failed",
+			     nwr, q->qp->qp_num, c->peer);
+		return c->error;
+	}
+	return NV_OK;
+}
+
 static nv_status_t nv_send_post(struct nv_send_comm *s, struct nv_send_slot *sl)
 {
+	const struct nv_request *r0 = &s->base.reqs[sl->req[0]];
 	nv_status_t st;
 	int i;
 
 	sl->pending = s->base.nq;
 	sl->posted = 1;
+	if (nv_likely(s->base.nq == 1 && sl->nreqs == 1 && r0->size))
+		return nv_send_post_one(s, sl, r0);
 	for (i = 0; i < s->base.nq; i++) {
 		st = nv_send_post_qp(s, sl, i);
 		if (st != NV_OK)
@@ -317,17 +371,27 @@ static nv_status_t nv_send_post(struct nv_send_comm *s, struct nv_send_slot *sl)
 	return NV_OK;
 }
 
-/* Checks the whole slot once its entries arrived; 1 valid, 0 not yet, -1 hostile. */
-static int nv_send_slot_ready(struct nv_send_comm *s, uint64_t seq)
+/* A slot nv_cts_slot_ready called hostile: the reason, the sticky error. */
+static __attribute__((noinline, cold)) int nv_send_slot_bad(struct nv_send_comm *s, uint64_t seq)
 {
 	struct nv_comm *c = &s->base;
 	const struct nv_cts_entry *e = ((struct nv_send_ctrl *)c->ctrl)->fifo[seq % NV_FIFO_SLOTS];
 	char why[192];
 	int r = nv_cts_slot_check(e, seq, c->rmeta->ndevs, why, sizeof(why));
 
-	if (nv_unlikely(r < 0))
+	if (r < 0)
 		nv_comm_fail(c, NV_ERR_REMOTE, "peer %s posted %s", c->peer, why);
 	return r;
+}
+
+/* Checks the whole slot once its entries arrived; 1 valid, 0 not yet, -1 hostile. */
+static inline int nv_send_slot_ready(struct nv_send_comm *s, uint64_t seq)
+{
+	struct nv_comm *c = &s->base;
+	const struct nv_cts_entry *e = ((struct nv_send_ctrl *)c->ctrl)->fifo[seq % NV_FIFO_SLOTS];
+	int r = nv_cts_slot_ready(e, seq, c->rmeta->ndevs);
+
+	return nv_likely(r >= 0) ? r : nv_send_slot_bad(s, seq);
 }
 
 /* Makes sure slots[] for `seq` is fresh; 0 when the older occupant is still in flight. */
@@ -411,29 +475,24 @@ static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *
 	uint32_t slot = (uint32_t)(req->seq % NV_FIFO_SLOTS);
 	uint32_t qi = (uint32_t)(req->seq % (uint64_t)c->nqps);
 	struct nv_comm_qp *q = &c->qps[qi];
-	struct ibv_send_wr wr, *bad;
-	struct ibv_sge sge;
+	struct ibv_send_wr *wr = &rc->cts_wr, *bad;	/* constant fields preset */
+	struct ibv_sge *sge = &rc->cts_sge;
 
-	memset(&wr, 0, sizeof(wr));
-	sge.addr = (uintptr_t)ctrl->shadow[slot];
-	sge.length = (uint32_t)(n * (int)sizeof(struct nv_cts_entry));
-	sge.lkey = c->dev[q->dev].ctrl_mr->lkey;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_WRITE;
-	wr.wr.rdma.remote_addr = c->rctrl_addr + slot * sizeof(struct nv_cts_entry) * NV_MAX_RECVS;
-	wr.wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
-	wr.wr_id = NV_WRID(NV_WR_CTS, 0, qi, slot); /* nwr 0 unless signalled below */
+	sge->addr = (uintptr_t)ctrl->shadow[slot];
+	sge->length = (uint32_t)(n * (int)sizeof(struct nv_cts_entry));
+	sge->lkey = c->dev[q->dev].ctrl_mr->lkey;
+	wr->wr.rdma.remote_addr = c->rctrl_addr + slot * sizeof(struct nv_cts_entry) * NV_MAX_RECVS;
+	wr->wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
+	wr->wr_id = NV_WRID(NV_WR_CTS, 0, qi, slot); /* nwr 0 unless signalled below */
 	q->outstanding++;
 	/* Signal often enough that a small send queue still drains (never all unsignalled). */
-	if (sge.length <= (uint32_t)q->max_inline)
-		wr.send_flags = IBV_SEND_INLINE; /* the shadow may be reused at once */
+	wr->send_flags = sge->length <= (uint32_t)q->max_inline ? IBV_SEND_INLINE : 0;
 	if (++q->unsignalled >= NV_CTS_SIGNAL_EVERY || q->unsignalled * 2 >= q->max_wr) {
-		wr.send_flags |= IBV_SEND_SIGNALED;
-		wr.wr_id = NV_WRID(NV_WR_CTS, q->unsignalled, qi, slot);
+		wr->send_flags |= IBV_SEND_SIGNALED;
+		wr->wr_id = NV_WRID(NV_WR_CTS, q->unsignalled, qi, slot);
 		q->unsignalled = 0;
 	}
-	if (nv_ibv_post_send(q->qp, &wr, &bad) != NV_OK) {
+	if (nv_ibv_post_send(q->qp, wr, &bad) != NV_OK) {
 		nv_comm_fail(c, NV_ERR_SYSTEM, "posting a clear-to-send on QP 0x%x to %s failed",
 			     q->qp->qp_num, c->peer);
 		return c->error;
@@ -444,17 +503,16 @@ static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *
 static nv_status_t nv_recv_post(struct nv_recv_comm *rc, struct nv_request *req)
 {
 	struct nv_comm *c = &rc->base;
-	struct ibv_recv_wr wr, *bad;
+	struct ibv_recv_wr *wr = &rc->recv_wr, *bad;	/* zero-length: only wr_id varies */
 	int i;
 
-	memset(&wr, 0, sizeof(wr));
 	for (i = 0; i < c->nq; i++) {
 		uint32_t qi = (uint32_t)((req->seq * (uint64_t)c->nq + (uint64_t)i) % (uint64_t)c->nqps);
 		struct nv_comm_qp *q = &c->qps[qi];
 
-		wr.wr_id = NV_WRID(NV_WR_RECV, 0, qi, req->idx);
+		wr->wr_id = NV_WRID(NV_WR_RECV, 0, qi, req->idx);
 		q->recv_outstanding++;
-		if (nv_ibv_post_recv(q->qp, &wr, &bad) != NV_OK) {
+		if (nv_ibv_post_recv(q->qp, wr, &bad) != NV_OK) {
 			nv_comm_fail(c, NV_ERR_SYSTEM, "posting a receive on QP 0x%x (from %s) "
 				     "failed", q->qp->qp_num, c->peer);
 			return c->error;
@@ -466,7 +524,7 @@ static nv_status_t nv_recv_post(struct nv_recv_comm *rc, struct nv_request *req)
 }
 
 /* Room for the next irecv: one CTS on its CTS QP, one RECV on each data QP. */
-static int nv_recv_room(struct nv_recv_comm *rc)
+static inline int nv_recv_room(const struct nv_recv_comm *rc)
 {
 	const struct nv_comm *c = &rc->base;
 	const struct nv_comm_qp *q = &c->qps[rc->head % (uint64_t)c->nqps];
@@ -474,6 +532,8 @@ static int nv_recv_room(struct nv_recv_comm *rc)
 
 	if (q->outstanding + 1 > q->max_wr)
 		return 0;
+	if (nv_likely(c->nq == 1)) /* the data QP is the CTS QP */
+		return q->recv_outstanding + 1 <= q->max_recv;
 	for (i = 0; i < c->nq; i++) {
 		q = &c->qps[(rc->head * (uint64_t)c->nq + (uint64_t)i) % (uint64_t)c->nqps];
 		if (q->recv_outstanding + 1 > q->max_recv)
@@ -524,8 +584,9 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 		req->sizes[i] = sizes[i] > INT_MAX ? INT_MAX : (int)sizes[i];
 		e[i].addr = (uintptr_t)data[i];
 		e[i].size = (uint64_t)req->sizes[i];
-		for (d = 0; d < NV_COMM_MAX_DEVS; d++)
-			e[i].rkey[d] = mh && d < c->ndevs ? mh->rkey[d] : 0;
+		/* rkey[d >= ndevs] stay 0 from the control region's creation */
+		for (d = 0; d < c->ndevs; d++)
+			e[i].rkey[d] = mh ? mh->rkey[d] : 0;
 		e[i].tag = (uint32_t)tags[i];
 		e[i].nreqs = (uint32_t)n;
 		e[i].seq = req->seq + 1;

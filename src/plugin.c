@@ -36,23 +36,15 @@ static bool nv_legacy_ref;               /* v6..v10 init took its reference */
 static struct nv_ctx nv_legacy_ctx = { 0, NCCL_NET_TRAFFIC_CLASS_UNDEF };
 static ncclProfilerCallback_t nv_profiler; /* kept for completeness; no events yet */
 
-static ncclResult_t nv_to_nccl(nv_status_t st)
+_Static_assert(NV_OK == (int)ncclSuccess && NV_ERR_SYSTEM == (int)ncclSystemError &&
+	       NV_ERR_INTERNAL == (int)ncclInternalError &&
+	       NV_ERR_INVALID == (int)ncclInvalidArgument &&
+	       NV_ERR_USAGE == (int)ncclInvalidUsage && NV_ERR_REMOTE == (int)ncclRemoteError,
+	       "nv_status_t values are the ncclResult_t they map to");
+
+static inline ncclResult_t nv_to_nccl(nv_status_t st)
 {
-	switch (st) {
-	case NV_OK:
-		return ncclSuccess;
-	case NV_ERR_SYSTEM:
-		return ncclSystemError;
-	case NV_ERR_INTERNAL:
-		return ncclInternalError;
-	case NV_ERR_INVALID:
-		return ncclInvalidArgument;
-	case NV_ERR_USAGE:
-		return ncclInvalidUsage;
-	case NV_ERR_REMOTE:
-		return ncclRemoteError;
-	}
-	return ncclInternalError;
+	return (ncclResult_t)st;
 }
 
 /* Once per process (caller holds nv_init_lock), and only when the limit

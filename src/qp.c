@@ -726,6 +726,11 @@ void nv_send_comm_ready(struct nv_send_comm *sc)
 
 void nv_recv_comm_ready(struct nv_recv_comm *rc)
 {
+	memset(&rc->cts_wr, 0, sizeof(rc->cts_wr));
+	rc->cts_wr.sg_list = &rc->cts_sge;
+	rc->cts_wr.num_sge = 1;
+	rc->cts_wr.opcode = IBV_WR_RDMA_WRITE;
+	memset(&rc->recv_wr, 0, sizeof(rc->recv_wr));
 	rc->base.last_alive_ns = nv_now_ns();
 	nv_sock_keepalive(rc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
 }
