@@ -325,6 +325,7 @@ static uint64_t print_tables(void)
 		for (size_t s = opt.min_bytes; s <= opt.max_bytes && si < MAX_SIZES;
 		     s = next_size(s), si++) {
 			size_t sb, count = test_count((enum test)t, s, &sb);
+			size_t bytes = t == T_AG ? sb * (size_t)opt.nranks : sb;	/* as moved */
 			double us = 0, algbw;
 			uint64_t wrong = 0;
 			int missing = 0;
@@ -339,15 +340,15 @@ static uint64_t print_tables(void)
 				wrong += x->wrong;
 			}
 			if (missing) {
-				printf(" %12zu %12zu %10s %10s %10s %8s\n", s, count, "-", "-", "-",
+				printf(" %12zu %12zu %10s %10s %10s %8s\n", bytes, count, "-", "-", "-",
 				       "n/a");
 				total++;
 				continue;
 			}
-			algbw = (double)s / us / 1e3;
+			algbw = (double)bytes / us / 1e3;
 			peak = algbw * bus_factor((enum test)t) > peak ? algbw * bus_factor((enum test)t)
 								      : peak;
-			printf(" %12zu %12zu %10.1f %10.3f %10.3f %8llu\n", s, count, us, algbw,
+			printf(" %12zu %12zu %10.1f %10.3f %10.3f %8llu\n", bytes, count, us, algbw,
 			       algbw * bus_factor((enum test)t), (unsigned long long)wrong);
 			total += wrong;
 		}
