@@ -149,6 +149,10 @@ struct nv_request {
 	uint64_t size;		/* bytes to send (clipped to the receive) */
 	struct nv_mhandle *mh;
 	int entry;		/* which entry of the slot it matched */
+	/* network profiler (prof.h): NCCL's handles and the events started */
+	void *phandle[NV_MAX_RECVS];	/* send: [0] */
+	uint8_t prof_nev;
+	void *prof_ev[16];		/* NV_PROF_MAX_EV */
 };
 
 /*

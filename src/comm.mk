@@ -1,8 +1,9 @@
 # Connection and data-path layer of the plugin (owner: P2) and its unit tests.
 # Sources here join libnvcore.la (see src/base.mk).
 NV_COMM_SOURCES = src/wire.c src/sock.c src/stage.c src/connect.c src/accept.c src/qp.c src/p2p.c src/diag.c \
-	src/comm.c src/cts.c
-noinst_HEADERS += src/wire.h src/sock.h src/stage.h src/comm.h src/handshake.h src/cts.h
+	src/comm.c src/cts.c src/prof.c
+noinst_HEADERS += src/wire.h src/sock.h src/stage.h src/comm.h src/handshake.h src/cts.h src/prof.h \
+	include/nccl/net_ib_profiler.h
 
 # ---- unit tests ------------------------------------------------------------
 check_PROGRAMS += test/unit/test_wire

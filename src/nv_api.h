@@ -29,11 +29,12 @@ nv_status_t nv_net_reg_mr(void *comm, void *data, size_t size, int type, uint64_
 			  int fd, void **mhandle);
 nv_status_t nv_net_dereg_mr(void *comm, void *mhandle);
 
-/* *request on entry may hold NCCL_NET_OPTIONAL_RECV_COMPLETION (irecv only). */
+/* *request on entry may hold NCCL_NET_OPTIONAL_RECV_COMPLETION (irecv only).
+ * phandle(s): NCCL's profiler handles (v10+), NULL when none (prof.h). */
 nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			 void **request);
+			 void *phandle, void **request);
 nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-			 void **mhandles, void **request);
+			 void **mhandles, void **phandles, void **request);
 nv_status_t nv_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
 			  void **request);
 /* sizes: NULL or one entry per grouped receive (int, as in the ABI). */

@@ -22,6 +22,7 @@
 #include "mr.h"
 #include "nv_api.h"
 #include "param.h"
+#include "prof.h"
 
 #define NV_UNMATCHED 0xffff
 
@@ -37,11 +38,14 @@ static struct nv_request *nv_req_get(struct nv_comm *c, int type)
 	r->done = 0;
 	r->pending = 0;
 	r->nreqs = 1;
+	r->prof_nev = 0;
 	return r;
 }
 
 static void nv_req_put(struct nv_comm *c, struct nv_request *r)
 {
+	if (nv_unlikely(r->prof_nev))
+		nv_prof_stop_all(r);
 	r->type = NV_REQ_FREE;
 	r->next_free = (int16_t)c->free_head;
 	c->free_head = r->idx;
@@ -244,7 +248,8 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
 	struct nv_comm_qp *q = &c->qps[qi];
 	const struct nv_cts_entry *e = ctrl->fifo[slot];
 	struct ibv_send_wr *bad, *last;
-	int r, nwr = 0;
+	struct nv_request *wreq[NV_MAX_RECVS]; /* request of each data WR (profiler) */
+	int r, nwr = 0, ndata;
 
 	for (r = 0; r < sl->nreqs; r++) {
 		struct nv_request *req = &c->reqs[sl->req[r]];
@@ -261,8 +266,10 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
 		s->wr[nwr].num_sge = 1;
 		s->wr[nwr].wr.rdma.remote_addr = e[req->entry].addr + off;
 		s->wr[nwr].wr.rdma.rkey = e[req->entry].rkey[q->rdev];
+		wreq[nwr] = req;
 		nwr++;
 	}
+	ndata = nwr;
 	if (sl->nreqs == 1 && nwr == 1 && c->reqs[sl->req[0]].size < s->ar_threshold) {
 		last = &s->wr[0]; /* data and immediate in one WR */
 	} else {
@@ -294,6 +301,10 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
 	last->wr_id = NV_WRID(NV_WR_DATA, nwr, qi, sl->seq);
 	last->next = NULL;
 	q->outstanding += nwr;
+	if (nv_unlikely(nv_prof_cb != NULL))
+		for (r = 0; r < ndata; r++) /* the data WRs: one per request */
+			nv_prof_qp_start(wreq[r], wreq[r]->phandle[0], q->dev, q->qp->qp_num,
+					 s->wr[r].opcode, s->sge[r].length, s->wr[r].wr_id);
 	if (nv_ibv_post_send(q->qp, s->wr, &bad) != NV_OK) {
 		nv_comm_fail(c, NV_ERR_SYSTEM, "posting %d data WR(s) on QP 0x%x to %s failed",
 			     nwr, q->qp->qp_num, c->peer);
@@ -309,7 +320,7 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
  * 0-byte WRITE_WITH_IMM into the peer's records.
  */
 static nv_status_t nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot *sl,
-				    const struct nv_request *req)
+				    struct nv_request *req)
 {
 	struct nv_comm *c = &s->base;
 	uint32_t qi = (uint32_t)(sl->seq % (uint64_t)c->nqps);
@@ -345,6 +356,9 @@ static nv_status_t nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot 
 	imm->wr_id = NV_WRID(NV_WR_DATA, nwr, qi, sl->seq);
 	imm->next = NULL;
 	q->outstanding += nwr;
+	if (nv_unlikely(nv_prof_cb != NULL))
+		nv_prof_qp_start(req, req->phandle[0], q->dev, q->qp->qp_num, wr->opcode,
+				 sge->length, wr->wr_id);
 	if (nv_ibv_post_send(q->qp, wr, &bad) != NV_OK) {
 		nv_comm_fail(c, NV_ERR_SYSTEM, "posting %d data WR(s) on QP 0x%x to %s failed",
 			     nwr, q->qp->qp_num, c->peer);
@@ -355,7 +369,7 @@ static nv_status_t nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot 
 
 static nv_status_t nv_send_post(struct nv_send_comm *s, struct nv_send_slot *sl)
 {
-	const struct nv_request *r0 = &s->base.reqs[sl->req[0]];
+	struct nv_request *r0 = &s->base.reqs[sl->req[0]];
 	nv_status_t st;
 	int i;
 
@@ -412,7 +426,7 @@ static int nv_send_slot_claim(struct nv_send_comm *s, uint64_t seq, int nreqs)
 }
 
 nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			 void **request)
+			 void *phandle, void **request)
 {
 	struct nv_send_comm *s = send_comm;
 	struct nv_comm *c = &s->base;
@@ -455,6 +469,7 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 	req->mem_kind = (uint8_t)(mhandle ? ((struct nv_mhandle *)mhandle)->kind : NV_MEM_HOST);
 	req->entry = r;
 	req->seq = s->head;
+	req->phandle[0] = phandle;
 	sl->req[r] = req->idx;
 	if (++sl->matched == sl->nreqs) {
 		st = nv_send_post(s, sl);
@@ -512,6 +527,11 @@ static nv_status_t nv_recv_post(struct nv_recv_comm *rc, struct nv_request *req)
 
 		wr->wr_id = NV_WRID(NV_WR_RECV, 0, qi, req->idx);
 		q->recv_outstanding++;
+		if (nv_unlikely(nv_prof_cb != NULL))
+			for (int k = 0; k < req->nreqs; k++)
+				nv_prof_qp_start(req, req->phandle[k], q->dev, q->qp->qp_num,
+						 IBV_WC_RECV_RDMA_WITH_IMM, (size_t)req->sizes[k],
+						 wr->wr_id);
 		if (nv_ibv_post_recv(q->qp, wr, &bad) != NV_OK) {
 			nv_comm_fail(c, NV_ERR_SYSTEM, "posting a receive on QP 0x%x (from %s) "
 				     "failed", q->qp->qp_num, c->peer);
@@ -543,7 +563,7 @@ static inline int nv_recv_room(const struct nv_recv_comm *rc)
 }
 
 nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-			 void **mhandles, void **request)
+			 void **mhandles, void **phandles, void **request)
 {
 	struct nv_recv_comm *rc = recv_comm;
 	struct nv_comm *c = &rc->base;
@@ -582,6 +602,7 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 		const struct nv_mhandle *mh = mhandles ? mhandles[i] : NULL;
 
 		req->sizes[i] = sizes[i] > INT_MAX ? INT_MAX : (int)sizes[i];
+		req->phandle[i] = phandles ? phandles[i] : NULL;
 		e[i].addr = (uintptr_t)data[i];
 		e[i].size = (uint64_t)req->sizes[i];
 		/* rkey[d >= ndevs] stay 0 from the control region's creation */

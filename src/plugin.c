@@ -27,6 +27,7 @@
 #include "nv_api.h"
 #include "ibv.h"
 #include "param.h"
+#include "prof.h"
 
 #define NV_PLUGIN_NAME "Verbs"
 
@@ -34,7 +35,6 @@ static pthread_mutex_t nv_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int nv_global_refs;
 static bool nv_legacy_ref;               /* v6..v10 init took its reference */
 static struct nv_ctx nv_legacy_ctx = { 0, NCCL_NET_TRAFFIC_CLASS_UNDEF };
-static ncclProfilerCallback_t nv_profiler; /* kept for completeness; no events yet */
 
 _Static_assert(NV_OK == (int)ncclSuccess && NV_ERR_SYSTEM == (int)ncclSystemError &&
 	       NV_ERR_INTERNAL == (int)ncclInternalError &&
@@ -151,7 +151,7 @@ ncclResult_t nv_init_legacy(ncclDebugLogger_t logger, ncclProfilerCallback_t pro
 {
 	nv_status_t st = NV_OK;
 
-	nv_profiler = prof;
+	nv_prof_set(prof);
 	pthread_mutex_lock(&nv_init_lock);
 	if (logger)
 		nv_log_set_logger(logger);
@@ -176,7 +176,7 @@ ncclResult_t nv_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_v12_t *conf
 	if (!ctx)
 		return ncclInternalError;
 	*ctx = NULL;
-	nv_profiler = prof;
+	nv_prof_set(prof);
 	st = nv_global_get(logger);
 	if (st != NV_OK)
 		return nv_to_nccl(st);
@@ -284,19 +284,18 @@ ncclResult_t nv_dereg_mr(void *comm, void *mhandle)
 ncclResult_t nv_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			     void *phandle, void **request)
 {
-	(void)phandle;
-	return nv_to_nccl(nv_net_isend(send_comm, data, size, tag, mhandle, request));
+	return nv_to_nccl(nv_net_isend(send_comm, data, size, tag, mhandle, phandle, request));
 }
 
 ncclResult_t nv_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			     void **mhandles, void **phandles, void **request)
 {
-	(void)phandles;
 	if (n < 1 || n > NV_MAX_RECVS) {
 		NV_WARN("irecv: %d grouped receives requested, maxRecvs is %d", n, NV_MAX_RECVS);
 		return ncclInternalError;
 	}
-	return nv_to_nccl(nv_net_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
+	return nv_to_nccl(nv_net_irecv(recv_comm, n, data, sizes, tags, mhandles, phandles,
+				       request));
 }
 
 ncclResult_t nv_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,

@@ -9,12 +9,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "nccl/net_ib_profiler.h"
 #include "tools/nccl-net-bench.h"
 
 #define T(v) ((const ncclNet_v##v##_t *)net->table)
@@ -214,8 +216,75 @@ static int nb_chk(int res, const char *call)
 	return -1;
 }
 
+/* ---- --profile: a line per network profiler event ----------------------------- */
+
+static FILE *nb_prof_out;
+static pthread_mutex_t nb_prof_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t nb_prof_events, nb_prof_ops;
+
+int nb_prof_open(const char *path, int rank)
+{
+	char name[1024];
+
+	if (rank >= 0)
+		snprintf(name, sizeof(name), "%s.%d", path, rank);
+	else
+		snprintf(name, sizeof(name), "%s", path);
+	nb_prof_out = fopen(name, "w");
+	if (!nb_prof_out) {
+		nb_err("--profile %s: %s", name, strerror(errno));
+		return -1;
+	}
+	setvbuf(nb_prof_out, NULL, _IOLBF, 0);
+	return 0;
+}
+
+/* The recording callback: "start ev=N op=P plugin=0x.. type=qp dev= qpn= opcode= length=
+ * wr_id=" with the event handle it returns, and "stop ev=N". */
+static ncclResult_t nb_prof_cb(void **ev, int type, void *phandle, int64_t plugin, void *data)
+{
+	pthread_mutex_lock(&nb_prof_lock);
+	if (type == ncclProfilerNetEventStart) {
+		const ncclProfilerNetIbDescr_v1_t *d = data;
+
+		*ev = (void *)(uintptr_t)++nb_prof_events;
+		if ((plugin & ~0xffffLL) == NCCL_PROFILER_NET_TYPE_IB && d && d->type == ncclProfileQp)
+			fprintf(nb_prof_out, "start ev=%llu op=%llu plugin=0x%llx type=qp dev=%d "
+				"qpn=0x%x opcode=%d length=%zu wr_id=0x%llx\n",
+				(unsigned long long)(uintptr_t)*ev,
+				(unsigned long long)(uintptr_t)phandle, (unsigned long long)plugin,
+				d->qp.device, (unsigned)d->qp.qpNum, d->qp.opcode, d->qp.length,
+				(unsigned long long)d->qp.wr_id);
+		else
+			fprintf(nb_prof_out, "start ev=%llu op=%llu plugin=0x%llx type=?\n",
+				(unsigned long long)(uintptr_t)*ev,
+				(unsigned long long)(uintptr_t)phandle, (unsigned long long)plugin);
+	} else if (type == ncclProfilerNetEventStop) {
+		fprintf(nb_prof_out, "stop ev=%llu\n", (unsigned long long)(uintptr_t)*ev);
+	} else {
+		fprintf(nb_prof_out, "event type=%d ev=%llu\n", type,
+			(unsigned long long)(uintptr_t)*ev);
+	}
+	pthread_mutex_unlock(&nb_prof_lock);
+	return ncclSuccess;
+}
+
+/* The profiler handle NCCL would pass for one operation (NULL: not profiling). */
+static void *nb_prof_op(void)
+{
+	void *p;
+
+	if (!nb_prof_out)
+		return NULL;
+	pthread_mutex_lock(&nb_prof_lock);
+	p = (void *)(uintptr_t)++nb_prof_ops;
+	pthread_mutex_unlock(&nb_prof_lock);
+	return p;
+}
+
 int nb_net_init(struct nb_net *net)
 {
+	ncclProfilerCallback_t prof = nb_prof_out ? nb_prof_cb : NULL;
 	ncclNetCommConfig_v12_t cfg = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
 	uint64_t comm_id = 0x6e63636c6e6e6231ULL;
 	int res;
@@ -225,9 +294,9 @@ int nb_net_init(struct nb_net *net)
 	case 7: res = T(7)->init(nb_logger); break;
 	case 8: res = T(8)->init(nb_logger); break;
 	case 9: res = T(9)->init(nb_logger); break;
-	case 10: res = T(10)->init(nb_logger, NULL); break;
-	case 11: res = T(11)->init(&net->ctx, comm_id, &cfg, nb_logger, NULL); break;
-	default: res = T(12)->init(&net->ctx, comm_id, &cfg, nb_logger, NULL); break;
+	case 10: res = T(10)->init(nb_logger, prof); break;
+	case 11: res = T(11)->init(&net->ctx, comm_id, &cfg, nb_logger, prof); break;
+	default: res = T(12)->init(&net->ctx, comm_id, &cfg, nb_logger, prof); break;
 	}
 	if (res == ncclSuccess)
 		net->initialized = 1;
@@ -401,7 +470,7 @@ int nb_net_isend(struct nb_net *net, void *scomm, void *data, size_t size, int t
 	} else if (net->version == 9) {
 		res = T(9)->isend(scomm, data, size, tag, mh, req);
 	} else {
-		res = T(10)->isend(scomm, data, size, tag, mh, NULL, req);
+		res = T(10)->isend(scomm, data, size, tag, mh, nb_prof_op(), req);
 	}
 	return nb_chk(res, "isend");
 }
@@ -421,7 +490,11 @@ int nb_net_irecv(struct nb_net *net, void *rcomm, int n, void **data, size_t *si
 	} else if (net->version == 9) {
 		res = T(9)->irecv(rcomm, n, data, sizes, tags, mhs, req);
 	} else {
-		res = T(10)->irecv(rcomm, n, data, sizes, tags, mhs, NULL, req);
+		void *ph[NB_MAX_GROUP];
+
+		for (i = 0; i < n; i++)
+			ph[i] = nb_prof_op();
+		res = T(10)->irecv(rcomm, n, data, sizes, tags, mhs, nb_prof_out ? ph : NULL, req);
 	}
 	return nb_chk(res, "irecv");
 }

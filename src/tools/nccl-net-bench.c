@@ -100,6 +100,10 @@ static void nb_usage(FILE *f)
 "      --self            one process, no ranks: a loopback send/recv pair on -d,\n"
 "                        -w + -n rounds of irecv+isend+test of -b bytes (for\n"
 "                        scripts/cpu-cost.sh)\n"
+"      --profile FILE    hand the plugin (ncclNet v10+) a profiler callback that\n"
+"                        writes a line per network event to FILE (FILE.<rank> per\n"
+"                        rank): start ev= op= plugin= type=qp dev= qpn= opcode=\n"
+"                        length= wr_id=, and stop ev=\n"
 "  -q, --quiet           only summary lines and errors\n"
 "  -T, --timeout SEC     end the whole run with an error after SEC (default 600)\n"
 "  -l, --list            print the plugin's devices and exit\n"
@@ -136,7 +140,7 @@ static const struct option nb_longopts[] = {
 	{ "quiet", no_argument, NULL, 'q' }, { "timeout", required_argument, NULL, 'T' },
 	{ "list", no_argument, NULL, 'l' }, { "yield", required_argument, NULL, 8 },
 	{ "stats", no_argument, NULL, 9 }, { "help", no_argument, NULL, 'h' },
-	{ "self", no_argument, NULL, 10 },
+	{ "self", no_argument, NULL, 10 }, { "profile", required_argument, NULL, 11 },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -177,6 +181,7 @@ static int nb_opt_one(struct nb_opts *o, int ch, const char *arg)
 	case 8: o->yield_us = atoi(arg); return 0;
 	case 9: o->stats = 1; return 0;
 	case 10: o->self = 1; return 0;
+	case 11: o->profile = arg; return 0;
 	default: return -1;
 	}
 }
@@ -525,7 +530,8 @@ static int nb_self(const struct nb_opts *o)
 	struct nb_net net;
 	int rc;
 
-	if (nb_open_plugin(&net, o->plugins[0], o, &c) != 0)
+	if ((o->profile && nb_prof_open(o->profile, -1) != 0) ||
+	    nb_open_plugin(&net, o->plugins[0], o, &c) != 0)
 		return 1;
 	rc = nb_self_run(&net, o->dev, o->minbytes, o->warmup, o->iters);
 	nb_net_unload(&net);
@@ -573,6 +579,8 @@ static int nb_rank_main(const struct nb_opts *o, const char *host, int port, int
 
 	nb_rank = o->rank;
 	alarm((unsigned)o->timeout + 15);	/* last resort if a plugin call blocks */
+	if (o->profile && nb_prof_open(o->profile, o->rank) != 0)
+		nb_fail();
 	if (nb_oob_init(&oob, o->rank, o->nranks, host, port, lfd) != 0)
 		nb_fail();
 	for (pl = 0; pl < np; pl++) {

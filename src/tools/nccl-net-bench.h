@@ -73,6 +73,10 @@ int nb_net_load(struct nb_net *net, const char *spec, int want_version);
 int nb_net_load_nccl_ib(struct nb_net *net, const char *path);
 const char *nb_nccl_lib_default(void);
 int nb_net_init(struct nb_net *net);
+/* --profile FILE: init hands the plugin (v10+) a recording profiler callback
+ * and isend/irecv a handle per operation; FILE gets a line per event. Call
+ * before nb_net_init; rank >= 0 in a multi-rank run appends ".<rank>". */
+int nb_prof_open(const char *path, int rank);
 int nb_net_devices(struct nb_net *net, int *ndev);
 int nb_net_props(struct nb_net *net, int dev, struct nb_props *p);
 int nb_net_listen(struct nb_net *net, int dev, void *handle, void **lcomm);
@@ -240,6 +244,7 @@ struct nb_opts {
 	int yield_us;
 	int stats;
 	int self;			/* --self: one-process loopback rounds */
+	const char *profile;		/* --profile FILE */
 };
 
 /* Per-size measurement context handed to the test plans. */

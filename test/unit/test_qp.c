@@ -267,9 +267,9 @@ static void device_fatal(void)
 	CHECK(atomic_load(&s->sink.fatal) == 0 && atomic_load(&r->sink.fatal) == 0);
 	nvt_log_clear();
 	nv_event_handle(hca, &ev);
-	CHECK(nv_net_isend(s, buf, 8, 1, NULL, &req) == NV_ERR_SYSTEM && req == NULL);
+	CHECK(nv_net_isend(s, buf, 8, 1, NULL, NULL, &req) == NV_ERR_SYSTEM && req == NULL);
 	CHECK(strstr(nvt_warns, "device simib1 failed") != NULL);
-	CHECK(nv_net_irecv(r, 1, &data, &size, &tag, &mh, &req) == NV_ERR_SYSTEM);
+	CHECK(nv_net_irecv(r, 1, &data, &size, &tag, &mh, NULL, &req) == NV_ERR_SYSTEM);
 	CHECK(strstr(nvt_warns, "device simib1 failed") != NULL);
 	CHECK(nv_net_dereg_mr(r, mh) == NV_OK);
 	CHECK(nv_net_close_send(s) == NV_OK && nv_net_close_recv(r) == NV_OK);
