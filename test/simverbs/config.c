@@ -94,6 +94,9 @@ static int sv_parse_limit(struct sv_limits *l, const char *k, const char *v)
 		{ "max_pd", &l->max_pd, NULL, dflt.max_pd },
 		{ "max_cq", &l->max_cq, NULL, dflt.max_cq },
 		{ "max_qp_rd_atom", &l->max_qp_rd_atom, NULL, dflt.max_qp_rd_atom },
+		{ "max_srq", &l->max_srq, NULL, dflt.max_srq },
+		{ "max_srq_wr", &l->max_srq_wr, NULL, dflt.max_srq_wr },
+		{ "max_srq_sge", &l->max_srq_sge, NULL, dflt.max_srq_sge },
 	};
 
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {

@@ -6,6 +6,7 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,7 @@ static void sv_ctx_ops(struct sv_context *c)
 	ops->req_notify_cq = sv_req_notify_cq;
 	ops->post_send = sv_post_send;
 	ops->post_recv = sv_post_recv;
+	ops->post_srq_recv = sv_post_srq_recv;
 #ifndef SV_OLD_RDMA_CORE
 	c->vctx.query_port = sv_query_port_ex; /* old rdma-core: the compat verb only */
 #endif
@@ -158,7 +160,7 @@ SV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device);
 struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	struct sv_context *c;
-	int fd, rc;
+	int fd, cmd_fd = -1, rc;
 
 	if (!device || (rc = sv_attach())) {
 		errno = device ? rc : EINVAL;
@@ -176,12 +178,16 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		rc = errno;
 		goto err_free;
 	}
-	rc = sv_ctx_register(c);
+	/* a real context's cmd_fd is its open uverbs file; programs dup() it
+	 * (ibv_import_device, which answers EOPNOTSUPP here), so it is a valid
+	 * descriptor for the context's life: /dev/null stands in */
+	cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	rc = cmd_fd < 0 ? errno : sv_ctx_register(c);
 	if (rc)
 		goto err_close;
 	c->vctx.context.device = device;
 	c->vctx.context.async_fd = fd;
-	c->vctx.context.cmd_fd = -1;
+	c->vctx.context.cmd_fd = cmd_fd;
 	c->vctx.context.num_comp_vectors = 1;
 	c->vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
 	pthread_mutex_init(&c->vctx.context.mutex, NULL);
@@ -189,6 +195,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	sv_obj_add(&c->obj, SV_K_CTX);
 	return &c->vctx.context;
 err_close:
+	if (cmd_fd >= 0)
+		close(cmd_fd);
 	close(fd);
 	unlink(c->fifo);
 err_free:
@@ -207,6 +215,7 @@ int ibv_close_device(struct ibv_context *ibctx)
 		sv_unlock();
 	}
 	close(ibctx->async_fd);
+	close(ibctx->cmd_fd);
 	unlink(c->fifo);
 	sv_obj_del(&c->obj);
 	free(c);
@@ -242,6 +251,9 @@ static void sv_fill_device_attr(const struct sv_device *d, struct ibv_device_att
 	a->max_res_rd_atom = (int)l->max_res_rd_atom;
 	a->atomic_cap = IBV_ATOMIC_NONE;
 	a->max_pkeys = (uint16_t)l->max_pkeys;
+	a->max_srq = (int)l->max_srq;
+	a->max_srq_wr = (int)l->max_srq_wr;
+	a->max_srq_sge = (int)l->max_srq_sge;
 	a->local_ca_ack_delay = 16;
 	a->phys_port_cnt = (uint8_t)d->nports;
 }
@@ -511,6 +523,16 @@ static bool sv_async_resolve(struct ibv_async_event *ev, const struct sv_async_m
 			qp->events_reported++;
 		break;
 	}
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED: {
+		struct sv_srq *s = sv_srq_by_id(m->obj);
+
+		found = s != NULL;
+		ev->element.srq = found ? &s->ibv : NULL;
+		if (found)
+			s->events_reported++;
+		break;
+	}
 	default:
 		ev->element.port_num = (int)m->obj;
 		break;
@@ -567,6 +589,13 @@ void ibv_ack_async_event(struct ibv_async_event *event)
 		struct ibv_qp *qp = event->element.qp;
 
 		sv_event_done(&qp->mutex, &qp->cond, &qp->events_completed);
+		return;
+	}
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED: {
+		struct ibv_srq *srq = event->element.srq;
+
+		sv_event_done(&srq->mutex, &srq->cond, &srq->events_completed);
 		return;
 	}
 	default:

@@ -256,8 +256,11 @@ static bool sv_claim_recv(struct sv_rq *rq, struct sv_rwqe *out, struct sv_rwqe_
 		memcpy(sges, e->sge, out->num_sge * sizeof(*sges));
 		if (atomic_compare_exchange_weak_explicit(&rq->head, &h, h + 1,
 							  memory_order_acq_rel,
-							  memory_order_acquire))
+							  memory_order_acquire)) {
+			if (SV_UNLIKELY(rq->srq_id))
+				sv_srq_claimed(rq, h + 1);
 			return true;
+		}
 	}
 }
 
@@ -309,7 +312,7 @@ static int sv_recv_iovs(struct sv_qp *qp, const struct sv_rwqe *rw,
 
 		if (!c)
 			continue;
-		if (sv_mr_check(m, sg[i].lkey, qp->peer_pid, qp->peer->pd_id, sg[i].addr,
+		if (sv_mr_check(m, sg[i].lkey, qp->peer_pid, qp->peer->recv_pd_id, sg[i].addr,
 				sg[i].length, IBV_ACCESS_LOCAL_WRITE, &va))
 			return EACCES;
 		sv_iov_add(io, m, va, c);

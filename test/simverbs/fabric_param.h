@@ -41,6 +41,9 @@ struct sv_limits {
 	uint32_t max_qp_rd_atom;
 	uint32_t max_res_rd_atom;
 	uint32_t max_pkeys;
+	uint32_t max_srq;
+	uint32_t max_srq_wr;
+	uint32_t max_srq_sge;
 };
 
 #define SV_DEFAULT_LIMITS { \
@@ -56,6 +59,9 @@ struct sv_limits {
 	.max_qp_rd_atom = 16, \
 	.max_res_rd_atom = 16 * 1024, \
 	.max_pkeys = 1, \
+	.max_srq = 1024, \
+	.max_srq_wr = 16384, \
+	.max_srq_sge = 30, \
 }
 
 /* Port defaults: 4X HDR (200 Gb/s) InfiniBand, 100 GbE-ish RoCE. */

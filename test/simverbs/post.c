@@ -90,31 +90,22 @@ out:
 	return rc;
 }
 
-int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+/* Posts wr into rq (one producer: the caller holds the queue's lock). */
+static int sv_rq_post_max(struct sv_rq *rq, uint32_t max_sge, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad)
 {
-	struct sv_qp *qp = (struct sv_qp *)ibqp;
-	struct sv_rq *rq = qp->rq;
-	uint32_t st = atomic_load_explicit(&qp->sh->state, memory_order_relaxed);
-	int rc = 0;
-
-	if (SV_UNLIKELY(st == IBV_QPS_RESET)) {
-		*bad = wr;
-		return EINVAL;
-	}
-	pthread_spin_lock(&qp->rlock);
 	for (; wr; wr = wr->next) {
 		uint64_t t = atomic_load_explicit(&rq->tail, memory_order_relaxed);
 		struct sv_rwqe *e;
+		int rc = 0;
 
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_recv_sge) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge)
 			rc = EINVAL;
-		} else if (t - atomic_load_explicit(&rq->head, memory_order_acquire) >=
-			   rq->max_wr) {
+		else if (t - atomic_load_explicit(&rq->head, memory_order_acquire) >= rq->max_wr)
 			rc = ENOMEM;
-		}
 		if (rc) {
 			*bad = wr;
-			break;
+			return rc;
 		}
 		e = (struct sv_rwqe *)(rq->ents + (t & (rq->cap - 1)) * rq->stride);
 		e->wr_id = wr->wr_id;
@@ -128,6 +119,28 @@ int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 		}
 		atomic_store_explicit(&rq->tail, t + 1, memory_order_release);
 	}
+	return 0;
+}
+
+int sv_rq_post(struct sv_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	return sv_rq_post_max(rq, rq->max_sge, wr, bad);
+}
+
+int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct sv_qp *qp = (struct sv_qp *)ibqp;
+	struct sv_rq *rq = qp->rq;
+	uint32_t st = atomic_load_explicit(&qp->sh->state, memory_order_relaxed);
+	int rc;
+
+	/* a QP bound to an SRQ has no receive queue of its own */
+	if (SV_UNLIKELY(st == IBV_QPS_RESET || qp->srq)) {
+		*bad = wr;
+		return EINVAL;
+	}
+	pthread_spin_lock(&qp->rlock);
+	rc = sv_rq_post_max(rq, qp->cap.max_recv_sge, wr, bad);
 	pthread_spin_unlock(&qp->rlock);
 	if (st == IBV_QPS_ERR)
 		sv_flush_rq(rq, qp->rcq->ring, ibqp->qp_num, &qp->rcq->chan_fd_w);

@@ -11,7 +11,6 @@
 
 #include "sv.h"
 
-#define SV_RQ_MAGIC 0x53565251u
 
 struct sv_trans {
 	uint32_t req, opt;
@@ -89,8 +88,11 @@ static int sv_qp_slot_alloc(struct sv_qp *qp, const struct sv_context *ctx)
 		q->pd_id = qp->pd->id;
 		q->recv_cq_slot = qp->rcq->slot;
 		q->recv_cq_gen = qp->rcq->gen;
-		q->rq_gen = qpn;
-		q->rq_bytes = (uint32_t)qp->rq_bytes;
+		q->rq_kind = qp->srq ? 's' : 'r';
+		q->rq_slot = qp->srq ? qp->srq->id : slot;
+		q->rq_gen = qp->srq ? (uint32_t)sv_g.pid : qpn;
+		q->rq_bytes = (uint32_t)(qp->srq ? qp->srq->rq_bytes : qp->rq_bytes);
+		q->recv_pd_id = qp->srq ? qp->srq->pd->id : qp->pd->id;
 		q->async_id = ctx->chan_id;
 		memcpy(q->dev_name, ctx->dev->ibv.name, sizeof(q->dev_name));
 		atomic_store(&q->qpn, qpn);
@@ -109,13 +111,14 @@ static int sv_qp_check_cap(const struct sv_context *ctx, const struct ibv_qp_ini
 {
 	const struct sv_limits *l = &ctx->dev->lim;
 
-	if (a->qp_type != IBV_QPT_RC || a->srq)
+	if (a->qp_type != IBV_QPT_RC)
 		return EOPNOTSUPP;
-	if (!a->send_cq || !a->recv_cq)
+	if (!a->send_cq || !a->recv_cq || (a->srq && a->srq->context != a->send_cq->context))
 		return EINVAL;
-	if (a->cap.max_send_wr > l->max_qp_wr || a->cap.max_recv_wr > l->max_qp_wr ||
-	    a->cap.max_send_sge > l->max_sge || a->cap.max_recv_sge > l->max_sge ||
-	    a->cap.max_inline_data > l->max_inline_data)
+	/* with an SRQ the receive capabilities are ignored */
+	if (a->cap.max_send_wr > l->max_qp_wr || a->cap.max_send_sge > l->max_sge ||
+	    a->cap.max_inline_data > l->max_inline_data ||
+	    (!a->srq && (a->cap.max_recv_wr > l->max_qp_wr || a->cap.max_recv_sge > l->max_sge)))
 		return EINVAL;
 	return 0;
 }
@@ -141,8 +144,13 @@ static int sv_qp_alloc_queues(struct sv_qp *qp, const struct ibv_qp_cap *cap)
 static int sv_qp_rq_init(struct sv_qp *qp)
 {
 	uint32_t rsge = qp->cap.max_recv_sge ? qp->cap.max_recv_sge : 1;
-	struct sv_rq *rq = sv_seg_create('r', qp->slot, qp->ibv.qp_num, qp->rq_bytes);
+	struct sv_rq *rq;
 
+	if (qp->srq) {
+		qp->rq = qp->srq->rq;
+		return 0;
+	}
+	rq = sv_seg_create('r', qp->slot, qp->ibv.qp_num, qp->rq_bytes);
 	if (!rq)
 		return errno ? errno : ENOMEM;
 	rq->cap = (uint32_t)sv_pow2(qp->cap.max_recv_wr ? qp->cap.max_recv_wr : 1);
@@ -168,7 +176,8 @@ static void sv_qp_slot_free(struct sv_qp *qp)
 	if (sv_lock())
 		return;
 	atomic_store(&qp->sh->state, IBV_QPS_ERR);
-	sv_seg_unlink('r', qp->slot, qp->ibv.qp_num);
+	if (!qp->srq)
+		sv_seg_unlink('r', qp->slot, qp->ibv.qp_num);
 	atomic_store(&qp->sh->qpn, 0);
 	sv_unlock();
 }
@@ -227,9 +236,14 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr)
 	qp->scq = (struct sv_cq *)attr->send_cq;
 	qp->rcq = (struct sv_cq *)attr->recv_cq;
 	qp->sq_sig_all = attr->sq_sig_all;
+	qp->srq = (struct sv_srq *)attr->srq;
 	qp->peer_chan_fd = -1;
 	pthread_spin_init(&qp->lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_spin_init(&qp->rlock, PTHREAD_PROCESS_PRIVATE);
+	if (qp->srq) {
+		attr->cap.max_recv_wr = 0;
+		attr->cap.max_recv_sge = 0;
+	}
 	rc = sv_qp_alloc_queues(qp, &attr->cap);
 	if (rc)
 		goto err_free;
@@ -244,6 +258,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr)
 	qp->ibv.pd = ibpd;
 	qp->ibv.send_cq = attr->send_cq;
 	qp->ibv.recv_cq = attr->recv_cq;
+	qp->ibv.srq = attr->srq;
 	qp->ibv.handle = qp->slot;
 	qp->ibv.state = IBV_QPS_RESET;
 	qp->ibv.qp_type = IBV_QPT_RC;
@@ -252,6 +267,8 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr)
 	atomic_fetch_add(&qp->pd->children, 1);
 	atomic_fetch_add(&qp->scq->nqps, 1);
 	atomic_fetch_add(&qp->rcq->nqps, 1);
+	if (qp->srq)
+		atomic_fetch_add(&qp->srq->nqps, 1);
 	sv_qp_link(qp);
 	qp->obj.dev = ctx->dev;
 	sv_obj_add(&qp->obj, SV_K_QP);
@@ -338,7 +355,7 @@ static int sv_to_rtr(struct sv_qp *qp, const struct ibv_qp_attr *a)
 	if (!d)
 		return EINVAL;
 	sv_peer_unmap(qp);
-	qp->peer_rq = sv_seg_map('r', sv_qp_slot_of(d->qpn), d->rq_gen, d->rq_bytes);
+	qp->peer_rq = sv_seg_map((char)d->rq_kind, d->rq_slot, d->rq_gen, d->rq_bytes);
 	qp->peer_rq_bytes = d->rq_bytes;
 	qp->peer_cq_bytes = sv_g.fab->cqs[d->recv_cq_slot].ring_bytes;
 	qp->peer_cq = sv_seg_map('c', d->recv_cq_slot, d->recv_cq_gen, qp->peer_cq_bytes);
@@ -432,7 +449,8 @@ static void sv_qp_reset(struct sv_qp *qp)
 {
 	qp->sq_post = qp->sq_exec = 0;
 	atomic_store(&qp->sq_free, 0);
-	atomic_store(&qp->rq->head, atomic_load(&qp->rq->tail));
+	if (!qp->srq)	/* an SRQ's WQEs belong to all its QPs */
+		atomic_store(&qp->rq->head, atomic_load(&qp->rq->tail));
 	if (qp->stalled) {
 		qp->stalled = false;
 		atomic_fetch_sub(&sv_g.nstalled, 1);
@@ -537,6 +555,7 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 	init->qp_context = ibqp->qp_context;
 	init->send_cq = ibqp->send_cq;
 	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
 	init->cap = qp->cap;
 	init->qp_type = IBV_QPT_RC;
 	init->sq_sig_all = qp->sq_sig_all;
@@ -558,9 +577,12 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	pthread_spin_unlock(&qp->lock);
 	sv_qp_unlink(qp);
 	sv_qp_slot_free(qp);
-	munmap(qp->rq, qp->rq_bytes);
+	if (!qp->srq)
+		munmap(qp->rq, qp->rq_bytes);
 	sv_peer_unmap(qp);
 	atomic_fetch_sub(&qp->pd->children, 1);
+	if (qp->srq)
+		atomic_fetch_sub(&qp->srq->nqps, 1);
 	atomic_fetch_sub(&qp->scq->nqps, 1);
 	atomic_fetch_sub(&qp->rcq->nqps, 1);
 	/* unlinked: events_reported is final; the memory stays valid until
@@ -582,9 +604,12 @@ void sv_qp_to_error(struct sv_qp *qp, bool async)
 		return;
 	qp->flushed = true;
 	sv_flush_sq(qp);
-	sv_flush_rq(qp->rq, qp->rcq->ring, qp->ibv.qp_num, &qp->rcq->chan_fd_w);
+	if (!qp->srq)
+		sv_flush_rq(qp->rq, qp->rcq->ring, qp->ibv.qp_num, &qp->rcq->chan_fd_w);
 	if (async)
 		sv_async_post(qp->ctx, IBV_EVENT_QP_FATAL, qp->ibv.qp_num);
+	if (qp->srq)	/* the SRQ keeps its WQEs; this QP takes no more of them */
+		sv_async_post(qp->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, qp->ibv.qp_num);
 }
 
 /* Re-reads what other processes or the control plane changed. */

@@ -21,6 +21,7 @@ test_simverbs_libibverbs_la_SOURCES = \
 	test/simverbs/qp.c \
 	test/simverbs/qpx.c \
 	test/simverbs/shm.c \
+	test/simverbs/srq.c \
 	test/simverbs/sysfs.c \
 	test/simverbs/fabric_param.h \
 	test/simverbs/sv.h

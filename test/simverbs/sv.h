@@ -54,7 +54,7 @@
 #define SV_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 #define SV_MAGIC 0x53564642u	/* "SVFB" */
-#define SV_VERSION 5u
+#define SV_VERSION 6u	/* 6: SRQ fields in sv_shm_qp and sv_rq */
 #define SV_STABLE_VERSION 4u
 
 /* ---------------------------------------------------------------- shm */
@@ -102,6 +102,9 @@ struct sv_shm_qp {
 	uint32_t recv_cq_gen;
 	uint32_t rq_gen;
 	uint32_t rq_bytes;
+	uint32_t rq_kind;		/* segment kind: 'r' own RQ, 's' an SRQ */
+	uint32_t rq_slot;		/* segment slot (QP slot or SRQ id) */
+	uint32_t recv_pd_id;		/* PD receive SGEs are checked against */
 	uint32_t min_rnr_timer;
 	uint32_t dest_qpn;
 	_Atomic uint32_t cut;		/* fault: cable cut */
@@ -207,13 +210,18 @@ struct sv_rwqe {
 	struct sv_rwqe_sge sge[];
 };
 
+#define SV_RQ_MAGIC 0x53565251u	/* "SVRQ" */
+
 struct sv_rq {
 	uint32_t magic;
 	uint32_t cap;			/* power of two >= max_wr */
 	uint32_t max_wr;
 	uint32_t max_sge;
 	uint32_t stride;
-	uint32_t pad;
+	int32_t owner_pid;		/* SRQ: who gets its events */
+	uint32_t async_id;		/* SRQ: owner context's async FIFO */
+	uint32_t srq_id;		/* 0: a QP's own RQ; else the SRQ's id */
+	_Atomic uint32_t limit;		/* SRQ: armed srq_limit, 0 = disarmed */
 	_Alignas(64) _Atomic uint64_t tail;	/* owner publishes */
 	_Alignas(64) _Atomic uint64_t head;	/* consumers claim by CAS */
 	_Alignas(64) unsigned char ents[];
@@ -244,7 +252,7 @@ struct sv_port {
 	struct sv_gid gids[SV_GID_TBL_LEN];
 };
 
-enum sv_kind { SV_K_CTX, SV_K_PD, SV_K_MR, SV_K_CQ, SV_K_QP, SV_K_CHAN, SV_K_NKINDS };
+enum sv_kind { SV_K_CTX, SV_K_PD, SV_K_MR, SV_K_CQ, SV_K_QP, SV_K_CHAN, SV_K_SRQ, SV_K_NKINDS };
 
 struct sv_device {
 	struct ibv_device ibv;		/* first: apps see this */
@@ -297,6 +305,20 @@ struct sv_pd {
 	struct sv_obj obj;
 	uint32_t id;
 	_Atomic uint32_t children;
+};
+
+struct sv_srq {
+	struct ibv_srq ibv;		/* first */
+	struct sv_obj obj;
+	struct sv_context *ctx;
+	struct sv_pd *pd;
+	struct sv_rq *rq;		/* segment 's'<id>.<pid> */
+	size_t rq_bytes;
+	uint32_t id;			/* segment slot and async event object */
+	pthread_spinlock_t lock;	/* post_srq_recv */
+	_Atomic uint32_t nqps;		/* QPs bound (destroy: EBUSY) */
+	uint32_t events_reported;	/* under sv_g.lock, see sv_qp */
+	struct sv_srq *next;		/* process list, under sv_g.lock */
 };
 
 struct sv_mr {
@@ -379,6 +401,7 @@ struct sv_qp {
 	struct sv_context *ctx;
 	struct sv_pd *pd;
 	struct sv_cq *scq, *rcq;
+	struct sv_srq *srq;		/* bound SRQ; then rq is the SRQ's */
 	uint32_t slot;
 	struct sv_shm_qp *sh;
 	struct ibv_qp_cap cap;
@@ -498,6 +521,13 @@ struct sv_context *sv_ctx(struct ibv_context *ibctx);
 void sv_async_post(struct sv_context *ctx, enum ibv_event_type type, uint32_t obj);
 void sv_async_post_remote(int32_t pid, uint32_t chan_id, enum ibv_event_type type,
 			  uint32_t obj);
+/* srq.c */
+struct sv_srq *sv_srq_by_id(uint32_t id);
+int sv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+void sv_srq_claimed(struct sv_rq *rq, uint64_t h);
+/* post.c: posts wr into rq (owner side); 0 or errno with *bad set */
+int sv_rq_post(struct sv_rq *rq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+
 void sv_events_wait(pthread_mutex_t *mu, pthread_cond_t *cond, const uint32_t *completed,
 		    uint32_t reported, const uint32_t *completed2, uint32_t reported2);
 

@@ -16,6 +16,11 @@ check_PROGRAMS += test/simverbs/tests/sv_compat
 test_simverbs_tests_sv_compat_LDADD = $(IBVERBS_LIBS) -ldl
 TESTS += test/simverbs/tests/sv_compat
 
+# ---- shared receive queues
+check_PROGRAMS += test/simverbs/tests/sv_srq
+test_simverbs_tests_sv_srq_LDADD = $(IBVERBS_LIBS) -ldl
+TESTS += test/simverbs/tests/sv_srq
+
 # ---- Debian programs (skip 77 when rdmacm-utils / ucx-utils are missing)
 SV_THIRDPARTY_CHECKS = test/simverbs/checks/rdmacm-utils.sh test/simverbs/checks/ucx-load.sh
 EXTRA_DIST += $(SV_THIRDPARTY_CHECKS)

@@ -2,7 +2,8 @@
  * sv_compat: where simverbs must answer as rdma-core / rxe / the kernel do,
  * because software nobody here wrote (pyverbs' tests, UCX, librdmacm) relies
  * on it (issue 14):
- *  - ibv_query_device_ex fills phys_port_cnt_ex (= phys_port_cnt);
+ *  - ibv_query_device_ex fills phys_port_cnt_ex (= phys_port_cnt); a
+ *    context's cmd_fd is a valid descriptor (ibv_import_device: EOPNOTSUPP);
  *  - ibv_create_qp_ex accepts IBV_QP_INIT_ATTR_CREATE_FLAGS with
  *    create_flags = 0 and refuses every flag bit with EOPNOTSUPP, as rxe;
  *  - sysfs gid_attrs/{types,ndevs}/<i> of an empty GID entry (and ndevs of an
@@ -32,6 +33,10 @@ static void check_port_cnt_ex(const char *dev)
 	SVT_EQ(ibv_query_device_ex(c, NULL, &ax), 0);
 	SVT_CHECK(ax.orig_attr.phys_port_cnt >= 1);
 	SVT_EQ(ax.phys_port_cnt_ex, ax.orig_attr.phys_port_cnt);
+	/* cmd_fd is a valid descriptor (pyverbs dup()s it to try ibv_import_device) */
+	SVT_CHECK(fcntl(c->cmd_fd, F_GETFD) >= 0);
+	errno = 0;
+	SVT_CHECK(!ibv_import_device(c->cmd_fd) && errno == EOPNOTSUPP);
 	SVT_EQ(ibv_close_device(c), 0);
 }
 
