@@ -22,6 +22,7 @@ test_simverbs_tests_sv_srq_LDADD = $(IBVERBS_LIBS) -ldl
 TESTS += test/simverbs/tests/sv_srq
 
 # ---- Debian programs (skip 77 when rdmacm-utils / ucx-utils are missing)
-SV_THIRDPARTY_CHECKS = test/simverbs/checks/rdmacm-utils.sh test/simverbs/checks/ucx-load.sh
+SV_THIRDPARTY_CHECKS = test/simverbs/checks/rdmacm-utils.sh test/simverbs/checks/ucx-load.sh \
+	test/simverbs/checks/ucx-perftest.sh
 EXTRA_DIST += $(SV_THIRDPARTY_CHECKS)
 TESTS += $(SV_THIRDPARTY_CHECKS)
