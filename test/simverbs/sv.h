@@ -288,7 +288,7 @@ struct sv_device {
 struct sv_obj {
 	struct sv_obj *prev, *next;
 	enum sv_kind kind;
-	struct sv_device *dev;		/* counted in dev->nobjs (PD, MR, CQ, QP) */
+	struct sv_device *dev;		/* counted in dev->nobjs (PD, MR, CQ, QP, SRQ) */
 };
 
 struct sv_context {
