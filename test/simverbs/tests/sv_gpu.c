@@ -289,6 +289,42 @@ static void loopback(void)
 	free(h);
 }
 
+/* The initiator's operations on the target's memory (no context current). */
+static void transfers(struct svt_ep *e, CUdeviceptr g, struct ibv_mr *gmr, uint8_t *h,
+		      const struct target *t)
+{
+	struct ibv_sge sge[2];
+	struct ibv_send_wr wr, *bad;
+
+	fill((uint8_t *)e->buf, Q, 1);
+	post_ok(e, IBV_WR_RDMA_WRITE, (uintptr_t)e->buf, Q, e->mr->lkey, t->gaddr, t->grkey);
+	post_ok(e, IBV_WR_RDMA_WRITE, g, Q, gmr->lkey, t->gaddr + Q, t->grkey);
+	/* READ remote GPU [Q, 2Q) (pattern 2) into our GPU [2Q, 3Q) */
+	post_ok(e, IBV_WR_RDMA_READ, g + 2 * Q, Q, gmr->lkey, t->gaddr + Q, t->grkey);
+	/* GPU -> remote host [Q, 2Q); remote host [2Q, 3Q) (pattern 9) -> our GPU [3Q, 4Q) */
+	post_ok(e, IBV_WR_RDMA_WRITE, g, Q, gmr->lkey, t->haddr + Q, t->hrkey);
+	post_ok(e, IBV_WR_RDMA_READ, g + 3 * Q, Q, gmr->lkey, t->haddr + 2 * Q, t->hrkey);
+	/* dma-buf MR */
+	fill((uint8_t *)e->buf + Q, Q, 5);
+	post_ok(e, IBV_WR_RDMA_WRITE, (uintptr_t)e->buf + Q, Q, e->mr->lkey, t->daddr, t->drkey);
+	/* SEND: host half then GPU half, pattern 4 across both */
+	SVT_EQ(cu.set(cu.ctx), CUDA_SUCCESS);
+	fill(h, Q, 4);
+	memcpy((uint8_t *)e->buf + 2 * Q, h, Q / 2);
+	SVT_EQ(cu.htod(g + Q, h + Q / 2, Q / 2), CUDA_SUCCESS);
+	SVT_EQ(cu.set(NULL), CUDA_SUCCESS);
+	sge[0] = (struct ibv_sge){ (uintptr_t)e->buf + 2 * Q, Q / 2, e->mr->lkey };
+	sge[1] = (struct ibv_sge){ g + Q, Q / 2, gmr->lkey };
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 9;
+	wr.sg_list = sge;
+	wr.num_sge = 2;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	SVT_EQ(ibv_post_send(e->qp, &wr, &bad), 0);
+	SVT_EQ(svt_poll1(e->cq, 60000).status, IBV_WC_SUCCESS);
+}
+
 int main(void)
 {
 	struct svt_ep e;
@@ -298,8 +334,6 @@ int main(void)
 	CUdeviceptr g;
 	struct ibv_mr *gmr;
 	uint8_t *h;
-	struct ibv_sge sge[2];
-	struct ibv_send_wr wr, *bad;
 	pid_t pid;
 
 	alarm(120);
@@ -330,33 +364,7 @@ int main(void)
 	svt_sync(&P);
 	SVT_EQ(cu.set(NULL), CUDA_SUCCESS);	/* simverbs must bring its own context */
 
-	fill((uint8_t *)e.buf, Q, 1);
-	post_ok(&e, IBV_WR_RDMA_WRITE, (uintptr_t)e.buf, Q, e.mr->lkey, t.gaddr, t.grkey);
-	post_ok(&e, IBV_WR_RDMA_WRITE, g, Q, gmr->lkey, t.gaddr + Q, t.grkey);
-	/* READ remote GPU [Q, 2Q) (pattern 2) into our GPU [2Q, 3Q) */
-	post_ok(&e, IBV_WR_RDMA_READ, g + 2 * Q, Q, gmr->lkey, t.gaddr + Q, t.grkey);
-	/* GPU -> remote host [Q, 2Q); remote host [2Q, 3Q) (pattern 9) -> our GPU [3Q, 4Q) */
-	post_ok(&e, IBV_WR_RDMA_WRITE, g, Q, gmr->lkey, t.haddr + Q, t.hrkey);
-	post_ok(&e, IBV_WR_RDMA_READ, g + 3 * Q, Q, gmr->lkey, t.haddr + 2 * Q, t.hrkey);
-	/* dma-buf MR */
-	fill((uint8_t *)e.buf + Q, Q, 5);
-	post_ok(&e, IBV_WR_RDMA_WRITE, (uintptr_t)e.buf + Q, Q, e.mr->lkey, t.daddr, t.drkey);
-	/* SEND: host half then GPU half, pattern 4 across both */
-	SVT_EQ(cu.set(cu.ctx), CUDA_SUCCESS);
-	fill(h, Q, 4);
-	memcpy((uint8_t *)e.buf + 2 * Q, h, Q / 2);
-	SVT_EQ(cu.htod(g + Q, h + Q / 2, Q / 2), CUDA_SUCCESS);
-	SVT_EQ(cu.set(NULL), CUDA_SUCCESS);
-	sge[0] = (struct ibv_sge){ (uintptr_t)e.buf + 2 * Q, Q / 2, e.mr->lkey };
-	sge[1] = (struct ibv_sge){ g + Q, Q / 2, gmr->lkey };
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 9;
-	wr.sg_list = sge;
-	wr.num_sge = 2;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	SVT_EQ(ibv_post_send(e.qp, &wr, &bad), 0);
-	SVT_EQ(svt_poll1(e.cq, 60000).status, IBV_WC_SUCCESS);
+	transfers(&e, g, gmr, h, &t);
 	svt_sync(&P);
 	svt_sync(&P);			/* target checked its memory */
 
