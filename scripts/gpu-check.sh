@@ -81,7 +81,7 @@ find_nccls() {
 		command -v "$p" >/dev/null || continue
 		"$p" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null |
 			while read -r d; do [ -e "$d/lib/libnccl.so.2" ] && echo "wheel $d/lib"; done
-		"$p" -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null |
+		"$p" -c 'import site; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null |
 			while read -r d; do
 				[ -e "$d/nvidia/nccl/lib/libnccl.so.2" ] && echo "wheel $d/nvidia/nccl/lib"
 			done
@@ -179,7 +179,7 @@ run_client() {	# label libdir ranks mode seconds; fails non-zero
 		-p "$plugin" -l "$dir" -g "$g" > "$dir/client.out" 2>&1
 	rc=$?
 	local ver peak
-	ver=$(sed -n 's/^rank 0: NCCL \([0-9]*\),.*/\1/p' "$dir/client.out" | head -1)
+	ver=$(sed -n 's/^rank 0: NCCL \([0-9.]*\),.*/\1/p' "$dir/client.out" | head -1)
 	peak=$(sed -n 's/^# \(.*\): peak busbw \(.*\) GB\/s/\1=\2/p' "$dir/client.out" | tr '\n' ';')
 	if [ $rc = 0 ]; then
 		say "PASS $label NCCL ${ver:-?} n=$n $mode: peak busbw GB/s: $peak"

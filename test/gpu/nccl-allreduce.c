@@ -422,8 +422,9 @@ static int check_log(int rank)
 	while (fgets(line, sizeof(line), fp))
 		log_scan_line(&f, line);
 	fclose(fp);
-	printf("rank %d: NCCL %d, loaded net plugin Verbs (v%d), %s, devices [%s], "
-	       "%d NET channel line(s), %d GDRDMA\n", rank, sh->nccl_version[rank], f.loaded_v,
+	printf("rank %d: NCCL %d.%d.%d, loaded net plugin Verbs (v%d), %s, devices [%s], "
+	       "%d NET channel line(s), %d GDRDMA\n", rank, sh->nccl_version[rank] / 10000,
+	       sh->nccl_version[rank] / 100 % 100, sh->nccl_version[rank] % 100, f.loaded_v,
 	       f.using_verbs ? "using network Verbs" : "NOT using network Verbs", f.devices,
 	       f.channels, f.gdr_channels);
 #define LOGCHECK(c, ...) do { if (!(c)) { printf("rank %d: log check failed: ", rank); \
