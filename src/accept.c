@@ -349,6 +349,37 @@ err_resources:
 	return nv_acc_fail(lc, NV_WST_RESOURCES);
 }
 
+/*
+ * NCCL_IB_SUBNET_AWARE_ROUTING on the accept side, as NCCL: the vNIC whose
+ * RoCE ports are on the connector's subnets (its metadata's GIDs), else the
+ * listener's. An undecodable message keeps the listener's (nv_hs_meta then
+ * reports it).
+ */
+static int nv_acc_pick_vdev(struct nv_listen_comm *lc)
+{
+	uint8_t gids[NV_COMM_MAX_DEVS][16];
+	struct nv_meta *m;
+	char why[NV_WIRE_WHY_LEN];
+	int n = 0, dev = lc->vdev;
+
+	if (!nv_param_int(NV_PARAM_IB_SUBNET_AWARE_ROUTING) || lc->hs.hdr.type != NV_MSG_META)
+		return dev;
+	m = calloc(1, sizeof(*m));
+	if (m && nv_wire_meta_decode(lc->hs.in + NV_WIRE_HDR_SIZE, lc->hs.hdr.len, m, why,
+				     sizeof(why)) == NV_OK) {
+		for (int i = 0; i < m->ndevs && n < NV_COMM_MAX_DEVS; i++)
+			if (m->dev[i].link_layer == NV_WIRE_LL_ETH)
+				memcpy(gids[n++], m->dev[i].gid, 16);
+		dev = nv_vdev_by_subnet((const uint8_t (*)[16])gids, n, lc->vdev);
+	}
+	free(m);
+	if (dev != lc->vdev)
+		NV_INFO(NV_SUB_NET, "subnet-aware routing: accepting on device %d (%s) instead of "
+			"%d, which is not on the connector's subnet", dev, nv_vdev_get(dev)->name,
+			lc->vdev);
+	return dev;
+}
+
 static int nv_acc_recv_meta(struct nv_listen_comm *lc)
 {
 	struct nv_comm *c = &lc->rc->base;
@@ -360,7 +391,7 @@ static int nv_acc_recv_meta(struct nv_listen_comm *lc)
 	if (rc == 0)
 		return nv_hs_expired(&lc->hs, "the connector's metadata")
 			       ? nv_acc_fail(lc, NV_WST_TIMEOUT) : NV_STEP_WAIT;
-	lc->hs.local_st = nv_comm_init(c, NV_COMM_RECV, lc->vdev, NV_MAX_REQUESTS);
+	lc->hs.local_st = nv_comm_init(c, NV_COMM_RECV, nv_acc_pick_vdev(lc), NV_MAX_REQUESTS);
 	if (lc->hs.local_st != NV_OK) {
 		snprintf(lc->hs.why, sizeof(lc->hs.why), "local verbs resources (see above)");
 		return nv_acc_fail(lc, NV_WST_RESOURCES);

@@ -22,7 +22,8 @@
  *
  * NCCL_IB_SUBNET_AWARE_ROUTING=1: the listen handle carries the listener's
  * RoCE GIDs and a connect asked for an InfiniBand device goes out of the
- * RoCE device on the listener's subnet (without the knob: no path, it fails).
+ * RoCE device on the listener's subnet (without the knob: no path, it fails);
+ * an acceptor picks the device on the connector's subnet the same way.
  */
 #include "config.h"
 
@@ -214,6 +215,33 @@ static void subnet_aware(void)
 	nv_net_close_listen(lc);
 }
 
+/* Accept side: a listener on an IB device accepts a RoCE connector (whose
+ * metadata carries its RoCE GID) on the RoCE device of that subnet. */
+static void subnet_aware_accept(void)
+{
+	char handle[128];
+	void *lc, *sc = NULL, *rc = NULL;
+
+	infos[0] = '\0';
+	nvt_log_clear();
+	if (nv_net_listen(NULL, find("ece0"), handle, &lc) != NV_OK)
+		exit(1);
+	for (int i = 0; (!sc || !rc) && i < 2000000; i++) {
+		if (!sc && nv_net_connect(NULL, find("rc0"), handle, -1, &sc) != NV_OK)
+			break;
+		if (!rc && nv_net_accept(lc, &rc) != NV_OK)
+			break;
+	}
+	CHECK(sc && rc && nvt_nwarn == 0);
+	CHECK(strstr(infos, "subnet-aware routing: accepting on device") != NULL);
+	CHECK(rc && ((struct nv_comm *)rc)->dev[0].dev->link_layer == IBV_LINK_LAYER_ETHERNET);
+	if (sc)
+		nv_net_close_send(sc);
+	if (rc)
+		nv_net_close_recv(rc);
+	nv_net_close_listen(lc);
+}
+
 static void mqp_retry(void)
 {
 	struct nv_comm *s, *r;
@@ -284,6 +312,7 @@ int main(void)
 	if (nv_param_load() != NV_OK || nv_devices_init() != NV_OK)
 		return 1;
 	subnet_aware();
+	subnet_aware_accept();
 	nv_devices_fini();
 	return nvt_exit("test_qp_knobs");
 }
