@@ -166,19 +166,23 @@ static void nv_wc_dispatch(struct nv_comm *c, const struct ibv_wc *wc)
 	}
 }
 
+static __attribute__((noinline, cold)) nv_status_t nv_comm_poll_failed(struct nv_comm *c, int d)
+{
+	nv_comm_fail(c, NV_ERR_SYSTEM, "polling the CQ of %s (connection to %s) failed",
+		     c->dev[d].hca->name, c->peer);
+	return c->error;
+}
+
 /* Polls every CQ of the comm in batches until they are empty. */
 static nv_status_t nv_comm_progress(struct nv_comm *c)
 {
 	struct ibv_wc wc[NV_CQ_POLL_BATCH];
-	int d, k, n;
+	int d = 0, k, n;
 
-	for (d = 0; d < c->ndevs; d++) {
+	do {
 		do {
-			if (nv_ibv_poll_cq(c->dev[d].cq, NV_CQ_POLL_BATCH, wc, &n) != NV_OK) {
-				nv_comm_fail(c, NV_ERR_SYSTEM, "polling the CQ of %s (connection to "
-					     "%s) failed", c->dev[d].hca->name, c->peer);
-				return c->error;
-			}
+			if (nv_ibv_poll_cq(c->dev[d].cq, NV_CQ_POLL_BATCH, wc, &n) != NV_OK)
+				return nv_comm_poll_failed(c, d);
 			for (k = 0; k < n; k++) {
 				if (nv_unlikely(wc[k].status != IBV_WC_SUCCESS)) {
 					nv_comm_wc_error(c, d, &wc[k]);
@@ -189,7 +193,7 @@ static nv_status_t nv_comm_progress(struct nv_comm *c)
 					return c->error;
 			}
 		} while (n == NV_CQ_POLL_BATCH);
-	}
+	} while (++d < c->ndevs);
 	return NV_OK;
 }
 
@@ -319,8 +323,8 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
  * from the adaptive-routing threshold on, the data WRITE followed by a
  * 0-byte WRITE_WITH_IMM into the peer's records.
  */
-static nv_status_t nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot *sl,
-				    struct nv_request *req)
+static inline __attribute__((always_inline)) nv_status_t
+nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot *sl, struct nv_request *req)
 {
 	struct nv_comm *c = &s->base;
 	uint32_t qi = (uint32_t)(sl->seq % (uint64_t)c->nqps);
@@ -425,6 +429,55 @@ static int nv_send_slot_claim(struct nv_send_comm *s, uint64_t seq, int nreqs)
 	return 1;
 }
 
+/*
+ * isend for a slot of one receive on a one-QP comm, whose entry arrived
+ * (e->seq checked by the caller): the same checks, matching and chain as
+ * the general path below, without its bookkeeping for grouped slots.
+ */
+static inline nv_status_t nv_isend_single(struct nv_send_comm *s, const struct nv_cts_entry *e,
+					  void *data, size_t size, int tag, void *mhandle,
+					  void *phandle, void **request)
+{
+	struct nv_comm *c = &s->base;
+	struct nv_send_slot *sl = &s->slots[s->head % NV_FIFO_SLOTS];
+	const struct nv_comm_qp *q = &c->qps[s->head % (uint64_t)c->nqps];
+	struct nv_request *req;
+	nv_status_t st;
+
+	if (nv_unlikely(nv_cts_entry_bad(e, 1, c->rmeta->ndevs)))
+		return nv_send_slot_bad(s, s->head) < 0 ? c->error : NV_OK;
+	if (e->tag != (uint32_t)tag)
+		return NV_OK; /* no receive with this tag in the current slot yet */
+	/* the slot's previous occupant (s->head - NV_FIFO_SLOTS) must have completed */
+	if (sl->pending > 0 && (nv_comm_progress(c) != NV_OK || sl->pending > 0))
+		return c->error;
+	if (q->outstanding + 2 > q->max_wr &&
+	    (nv_comm_progress(c) != NV_OK || q->outstanding + 2 > q->max_wr))
+		return c->error;
+	req = nv_req_get(c, NV_REQ_SEND);
+	if (!req)
+		return NV_OK;
+	req->data = data;
+	req->size = size < e->size ? size : e->size; /* truncation as NCCL expects */
+	req->mh = mhandle;
+	req->mem_kind = (uint8_t)((struct nv_mhandle *)mhandle)->kind;
+	req->entry = 0;
+	req->seq = s->head;
+	req->phandle[0] = phandle;
+	sl->seq = s->head;
+	sl->nreqs = 1;
+	sl->matched = 1;
+	sl->req[0] = req->idx;
+	sl->pending = 1;
+	sl->posted = 1;
+	st = nv_send_post_one(s, sl, req);
+	if (st != NV_OK)
+		return st;
+	s->head++;
+	*request = req;
+	return NV_OK;
+}
+
 nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			 void *phandle, void **request)
 {
@@ -445,10 +498,14 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 			INT_MAX);
 		return NV_ERR_INVALID;
 	}
+	e = ((struct nv_send_ctrl *)c->ctrl)->fifo[s->head % NV_FIFO_SLOTS];
+	if (nv_likely(c->nq == 1 && size &&
+		      __atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) == s->head + 1 &&
+		      e[0].nreqs == 1))
+		return nv_isend_single(s, e, data, size, tag, mhandle, phandle, request);
 	ready = nv_send_slot_ready(s, s->head);
 	if (ready <= 0)
 		return ready < 0 ? c->error : nv_comm_liveness(c, NULL);
-	e = ((struct nv_send_ctrl *)c->ctrl)->fifo[s->head % NV_FIFO_SLOTS];
 	if (!nv_send_slot_claim(s, s->head, (int)e[0].nreqs))
 		return c->error;
 	sl = &s->slots[s->head % NV_FIFO_SLOTS];
@@ -705,6 +762,12 @@ nv_status_t nv_net_iflush(void *recv_comm, int n, void **data, int *sizes, void 
 
 /* ---- test --------------------------------------------------------------------- */
 
+static __attribute__((noinline, cold)) nv_status_t nv_test_bad_request(void *request)
+{
+	NV_WARN("test: %p is not an outstanding request", request);
+	return NV_ERR_INTERNAL;
+}
+
 nv_status_t nv_net_test(void *request, int *done, int *sizes)
 {
 	struct nv_request *r = request;
@@ -713,10 +776,8 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 	int i;
 
 	*done = 0;
-	if (nv_unlikely(!r || r->type == NV_REQ_FREE)) {
-		NV_WARN("test: %p is not an outstanding request", request);
-		return NV_ERR_INTERNAL;
-	}
+	if (nv_unlikely(!r || r->type == NV_REQ_FREE))
+		return nv_test_bad_request(request);
 	c = r->comm;
 	st = nv_comm_check(c, "test");
 	if (st != NV_OK)
