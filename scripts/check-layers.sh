@@ -23,6 +23,7 @@ ranks='
 3.1  diag.c
 3.2  qp.c
 3.3  connect.c handshake.h
+3.35 admit.c admit.h
 3.4  accept.c
 4    p2p.c
 5    plugin.c plugin_compat.c plugin.h

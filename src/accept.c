@@ -2,12 +2,11 @@
  * accept.c - listen and accept: the listener's state machine (see the
  * protocol in connect.c).
  *
- * A listen comm owns its listening socket and up to NV_LISTEN_PENDING
- * connections that have not yet presented the secret; a connection that
- * sends garbage, a wrong secret, or nothing within the deadline is dropped
- * with a warning naming it, and the others carry on. At most one
- * authenticated connection is being accepted at a time; later valid
- * connectors wait in the pending list for the next accept call.
+ * A listen comm owns its listening socket and its admission state
+ * (admit.h): connections that have not presented the secret yet, and the
+ * backlog of authenticated connectors waiting for accept calls. At most one
+ * authenticated connection is being accepted at a time; each accept call
+ * that finds none in progress takes the oldest one from the backlog.
  */
 #include "config.h"
 
@@ -16,23 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
 #include "comm.h"
 #include "handshake.h"
 #include "mr.h"
 #include "nv_api.h"
 #include "param.h"
-
-#define NV_LISTEN_PENDING 16
-
-struct nv_pending {
-	int fd;
-	struct nv_sock_addr peer;
-	uint64_t deadline_ns;
-	uint8_t buf[NV_HELLO_MSG_SIZE];
-	size_t off;
-	int authed;		/* presented the right secret; waits for an accept call */
-	uint64_t conn_id;	/* the connector's nonce, from its hello */
-};
 
 struct nv_listen_comm {
 	int type;			/* NV_COMM_LISTEN; first, like struct nv_comm */
@@ -42,8 +30,7 @@ struct nv_listen_comm {
 	int lfd;
 	char addr_str[NV_SOCK_ADDR_STRLEN];
 	uint8_t secret[NV_WIRE_SECRET_LEN];
-	struct nv_pending pend[NV_LISTEN_PENDING];
-	int npend;
+	struct nv_admit admit;		/* pending hellos, authenticated backlog */
 	struct nv_recv_comm *rc;	/* accept in progress, or NULL */
 	struct nv_hs hs;
 };
@@ -115,6 +102,13 @@ nv_status_t nv_net_listen(struct nv_ctx *ctx, int dev, void *handle, void **list
 		free(lc);
 		return st;
 	}
+	st = nv_admit_init(&lc->admit, lc->lfd, lc->addr_str, lc->secret);
+	if (st != NV_OK) {
+		nv_admit_fini(&lc->admit);
+		nv_sock_close(&lc->lfd);
+		free(lc);
+		return st;
+	}
 	memset(&h, 0, sizeof(h));
 	nv_sock_addr_to_handle(&bound, &h);
 	h.ndevs = (uint8_t)nv_vdev_get(dev)->ndevs;
@@ -129,142 +123,28 @@ nv_status_t nv_net_listen(struct nv_ctx *ctx, int dev, void *handle, void **list
 	return NV_OK;
 }
 
-static void nv_pending_drop(struct nv_listen_comm *lc, int i)
-{
-	nv_sock_close(&lc->pend[i].fd);
-	lc->npend--;
-	memmove(&lc->pend[i], &lc->pend[i + 1], sizeof(lc->pend[0]) * (size_t)(lc->npend - i));
-}
-
-static int nv_pending_step(struct nv_listen_comm *lc, struct nv_pending *p);
-
-/* Oldest connection that has not authenticated, or -1. */
-static int nv_pending_victim(struct nv_listen_comm *lc)
-{
-	int i;
-
-	for (i = 0; i < lc->npend; i++)
-		if (!lc->pend[i].authed)
-			return i;
-	return -1;
-}
-
-/*
- * Takes every queued TCP connection and reads whatever hello it already
- * sent; under a flood the oldest unauthenticated connection is dropped, so
- * silent connections can never crowd out a connector that presents the
- * secret.
- */
-static void nv_listen_take(struct nv_listen_comm *lc)
-{
-	char s[NV_SOCK_ADDR_STRLEN];
-	struct nv_pending p;
-	int rc, victim;
-
-	for (;;) {
-		memset(&p, 0, sizeof(p));
-		rc = nv_sock_accept(lc->lfd, &p.fd, &p.peer);
-		if (rc < 0 || p.fd < 0) {
-			if (rc < 0)
-				NV_WARN("accept on %s: %s", lc->addr_str, strerror(-rc));
-			return;
-		}
-		p.deadline_ns = nv_deadline();
-		rc = nv_pending_step(lc, &p);
-		if (rc < 0) {
-			nv_sock_close(&p.fd);
-			continue;
-		}
-		p.authed = rc == 1;
-		if (lc->npend == NV_LISTEN_PENDING) {
-			victim = nv_pending_victim(lc);
-			if (victim < 0) {
-				nv_sock_close(&p.fd);
-				NV_WARN("listener %s: %d authenticated connections wait for accept; "
-					"refusing one more", lc->addr_str, NV_LISTEN_PENDING);
-				continue;
-			}
-			NV_WARN("listener %s: %d connections have not authenticated; dropping the "
-				"oldest, from %s", lc->addr_str, NV_LISTEN_PENDING,
-				nv_sock_addr_str(&lc->pend[victim].peer, s, sizeof(s)));
-			nv_pending_drop(lc, victim);
-		}
-		lc->pend[lc->npend++] = p;
-	}
-}
-
-/* 1: authenticated; 0: not yet; -1: refused (logged, caller drops it). */
-static int nv_pending_step(struct nv_listen_comm *lc, struct nv_pending *p)
-{
-	char s[NV_SOCK_ADDR_STRLEN], why[NV_WIRE_WHY_LEN];
-	struct nv_msg_hdr hdr;
-	struct nv_hello hello;
-	int rc = nv_sock_recv(p->fd, p->buf, sizeof(p->buf), &p->off);
-
-	nv_sock_addr_str(&p->peer, s, sizeof(s));
-	if (rc == 0 && nv_now_ns() < p->deadline_ns)
-		return 0;
-	if (rc == 0) {
-		NV_WARN("listener %s: dropped connection from %s: no valid hello within "
-			"NCCL_VERBS_CONNECT_TIMEOUT_MS=%d (%zu of %zu bytes)", lc->addr_str, s,
-			nv_connect_timeout_ms(), p->off, sizeof(p->buf));
-		return -1;
-	}
-	if (rc < 0) {
-		NV_WARN("listener %s: connection from %s closed before its hello (%zu of %zu "
-			"bytes): %s", lc->addr_str, s, p->off, sizeof(p->buf), strerror(-rc));
-		return -1;
-	}
-	if (nv_wire_hdr_decode(p->buf, NV_WIRE_HDR_SIZE, &hdr, why, sizeof(why)) != NV_OK ||
-	    (hdr.type != NV_MSG_HELLO && snprintf(why, sizeof(why), "first message is type %u, "
-						   "not a hello", hdr.type)) ||
-	    nv_wire_hello_decode(p->buf + NV_WIRE_HDR_SIZE, hdr.len, &hello, why,
-				 sizeof(why)) != NV_OK) {
-		NV_WARN("listener %s: refused connection from %s: %s", lc->addr_str, s, why);
-		return -1;
-	}
-	if (!nv_wire_secret_equal(hello.secret, lc->secret)) {
-		NV_WARN("listener %s: refused connection from %s: wrong secret (the connector "
-			"used a stale or foreign handle)", lc->addr_str, s);
-		nv_hs_send_failure(p->fd, NV_WST_BAD_SECRET);
-		return -1;
-	}
-	p->conn_id = hello.conn_id;
-	return 1;
-}
-
-/* Steps the pending connections; starts an accept with the first authenticated one. */
+/* Starts an accept with the oldest authenticated connector, if any. */
 static nv_status_t nv_listen_poll(struct nv_listen_comm *lc)
 {
+	struct nv_admitted ad;
 	struct nv_recv_comm *rc;
-	int i, r;
 
-	nv_listen_take(lc);
-	for (i = 0; i < lc->npend; i++) {
-		r = lc->pend[i].authed ? 1 : nv_pending_step(lc, &lc->pend[i]);
-		if (r < 0)
-			nv_pending_drop(lc, i--);
-		if (r <= 0)
-			continue;
-		rc = calloc(1, sizeof(*rc));
-		if (!rc) {
-			NV_WARN("accept: out of memory");
-			return NV_ERR_SYSTEM;
-		}
-		rc->base.type = NV_COMM_RECV;
-		rc->base.fd = lc->pend[i].fd;
-		rc->base.probe_out = nv_wire_probe_value(lc->secret, lc->pend[i].conn_id,
-							 NV_META_ROLE_RECV);
-		rc->base.probe_want = nv_wire_probe_value(lc->secret, lc->pend[i].conn_id,
-							  NV_META_ROLE_SEND);
-		nv_sock_addr_str(&lc->pend[i].peer, rc->base.peer, sizeof(rc->base.peer));
-		lc->pend[i].fd = -1;
-		nv_pending_drop(lc, i);
-		memset(&lc->hs, 0, sizeof(lc->hs));
-		lc->hs.deadline_ns = nv_deadline();
-		lc->rc = rc;
+	if (!nv_admit_pop(&lc->admit, &ad))
 		return NV_OK;
+	rc = calloc(1, sizeof(*rc));
+	if (!rc) {
+		nv_sock_close(&ad.fd);
+		NV_WARN("accept: out of memory");
+		return NV_ERR_SYSTEM;
 	}
+	rc->base.type = NV_COMM_RECV;
+	rc->base.fd = ad.fd;
+	rc->base.probe_out = nv_wire_probe_value(lc->secret, ad.conn_id, NV_META_ROLE_RECV);
+	rc->base.probe_want = nv_wire_probe_value(lc->secret, ad.conn_id, NV_META_ROLE_SEND);
+	nv_sock_addr_str(&ad.peer, rc->base.peer, sizeof(rc->base.peer));
+	memset(&lc->hs, 0, sizeof(lc->hs));
+	lc->hs.deadline_ns = nv_deadline();
+	lc->rc = rc;
 	return NV_OK;
 }
 
@@ -524,6 +404,7 @@ nv_status_t nv_net_accept(void *listen_comm, void **recv_comm)
 		NV_WARN("accept: %p is not a listen comm", listen_comm);
 		return NV_ERR_INTERNAL;
 	}
+	nv_admit_poll(&lc->admit);
 	if (!lc->rc) {
 		st = nv_listen_poll(lc);
 		if (st != NV_OK || !lc->rc)
@@ -565,8 +446,7 @@ nv_status_t nv_net_close_listen(void *listen_comm)
 	}
 	nv_listeners_del(lc);
 	nv_acc_abandon(lc);
-	while (lc->npend > 0)
-		nv_pending_drop(lc, lc->npend - 1);
+	nv_admit_fini(&lc->admit);
 	nv_sock_close(&lc->lfd);
 	lc->type = 0;
 	free(lc);
@@ -592,8 +472,7 @@ static int nv_listen_reclaim(const struct nv_ctx *ctx)
 			nv_acc_abandon(lc);
 			n++;
 		}
-		while (lc->npend > 0)
-			nv_pending_drop(lc, lc->npend - 1);
+		nv_admit_drop_all(&lc->admit);
 	}
 	pthread_mutex_unlock(&nv_listeners_lock);
 	return n;

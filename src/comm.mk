@@ -1,15 +1,20 @@
 # Connection and data-path layer of the plugin (owner: P2) and its unit tests.
 # Sources here join libnvcore.la (see src/base.mk).
-NV_COMM_SOURCES = src/wire.c src/sock.c src/stage.c src/connect.c src/accept.c src/qp.c src/p2p.c src/diag.c \
-	src/comm.c src/cts.c src/prof.c
-noinst_HEADERS += src/wire.h src/sock.h src/stage.h src/comm.h src/handshake.h src/cts.h src/prof.h \
-	include/nccl/net_ib_profiler.h
+NV_COMM_SOURCES = src/wire.c src/sock.c src/stage.c src/connect.c src/admit.c src/accept.c src/qp.c \
+	src/p2p.c src/diag.c src/comm.c src/cts.c src/prof.c
+noinst_HEADERS += src/wire.h src/sock.h src/stage.h src/comm.h src/handshake.h src/admit.h src/cts.h \
+	src/prof.h include/nccl/net_ib_profiler.h
 
 # ---- unit tests ------------------------------------------------------------
 check_PROGRAMS += test/unit/test_wire
 TESTS += test/unit/test_wire
 test_unit_test_wire_SOURCES = test/unit/test_wire.c
 test_unit_test_wire_LDADD = libnvcore.la $(IBVERBS_LIBS)
+
+check_PROGRAMS += test/unit/test_wire_bounds
+TESTS += test/unit/test_wire_bounds
+test_unit_test_wire_bounds_SOURCES = test/unit/test_wire_bounds.c
+test_unit_test_wire_bounds_LDADD = libnvcore.la $(IBVERBS_LIBS)
 
 check_PROGRAMS += test/unit/test_sock
 TESTS += test/unit/test_sock

@@ -50,6 +50,7 @@
 
 #define NV_STAGE_MAGIC 0x4e56535447453031ull /* "NVSTGE01" */
 #define NV_RETRY_NS 50000000ull
+#define NV_REFUSED_RETRY_NS 2000000ull	/* listener busy: first retry after 2 ms, then more */
 
 struct nv_connect_state {
 	struct nv_hs hs;
@@ -62,6 +63,8 @@ struct nv_connect_state {
 	uint64_t conn_id;	/* our random nonce, sent in the hello */
 	uint64_t next_try_ns;
 	int tries;
+	uint64_t give_up_ns;	/* refused by a busy listener: retries end here */
+	int refusals;		/* times the listener turned us away before the handshake */
 };
 
 /* Lives after the handle (bytes NV_WIRE_HANDLE_SIZE..127) in NCCL's handle buffer while a connect is in progress. */
@@ -177,6 +180,7 @@ int nv_hs_recv(struct nv_hs *hs, int fd, uint16_t want)
 	int rc = nv_sock_recv(fd, hs->in, len, &hs->in_off);
 
 	if (rc < 0) {
+		hs->sock_err = 1;
 		snprintf(hs->why, sizeof(hs->why), "%s",
 			 rc == -ECONNRESET ? "the peer closed the connection (process exited, "
 					     "aborted, or refused us)"
@@ -341,6 +345,7 @@ int nv_hs_flush_out(struct nv_hs *hs, int fd)
 	int rc = nv_sock_send(fd, hs->out, hs->out_len, &hs->out_off);
 
 	if (rc < 0) {
+		hs->sock_err = 1;
 		snprintf(hs->why, sizeof(hs->why), "sending failed: %s (the peer went away)",
 			 strerror(-rc));
 		/* A peer that refused us usually said why before closing: prefer its reason. */
@@ -468,7 +473,10 @@ static int nv_con_tcp(struct nv_connect_state *cs)
 	rc = nv_sock_connect_check(c->fd);
 	if (rc == 1) {
 		cs->hs.state = NV_CON_SEND_META;
-		return nv_con_resources(cs);
+		if (!c->qps)
+			return nv_con_resources(cs);
+		cs->hs.out_off = 0; /* a retry after a refusal: same hello and metadata */
+		return NV_STEP_NEXT;
 	}
 	if (rc < 0 && rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -EHOSTUNREACH &&
 	    rc != -ENETUNREACH && rc != -ECONNRESET) {
@@ -491,12 +499,48 @@ static int nv_con_tcp(struct nv_connect_state *cs)
 	return NV_STEP_WAIT;
 }
 
+/*
+ * The listener turned us away before the handshake began: it said it is
+ * busy (NV_WST_BUSY: too many pending hellos; NV_WST_BACKLOG: too many
+ * connectors wait for accept), or closed the connection without a word (an
+ * eviction racing our hello). Connect again, with a growing pause, until
+ * the connect's deadline; then fail, printing the listener's reason.
+ */
+static int nv_con_refused(struct nv_connect_state *cs)
+{
+	uint32_t code = cs->hs.peer_code;
+	char last[NV_WIRE_WHY_LEN];
+	uint64_t next = nv_now_ns() +
+			NV_REFUSED_RETRY_NS * (uint64_t)(cs->refusals < 50 ? cs->refusals + 1 : 50);
+
+	if (code != NV_WST_BUSY && code != NV_WST_BACKLOG && (code != NV_WST_OK || !cs->hs.sock_err))
+		return NV_STEP_FAIL;
+
+	if (next >= cs->give_up_ns) { /* no time left for another try */
+		snprintf(last, sizeof(last), "%s", cs->hs.why);
+		snprintf(cs->hs.why, sizeof(cs->hs.why), "the listener turned us away %d time(s) "
+			 "within NCCL_VERBS_CONNECT_TIMEOUT_MS=%d; last: %.150s", cs->refusals + 1,
+			 nv_connect_timeout_ms(), code != NV_WST_OK ? nv_wire_status_str(code) : last);
+		return NV_STEP_FAIL;
+	}
+	cs->refusals++;
+	nv_sock_close(&cs->sc->base.fd);
+	cs->hs.state = NV_CON_TCP;
+	cs->hs.deadline_ns = cs->give_up_ns;
+	cs->hs.in_off = 0;
+	cs->hs.have_hdr = 0;
+	cs->hs.peer_code = NV_WST_OK;
+	cs->hs.sock_err = 0;
+	cs->next_try_ns = next;
+	return NV_STEP_WAIT;
+}
+
 static int nv_con_send(struct nv_connect_state *cs, int next, const char *what)
 {
 	int rc = nv_hs_flush_out(&cs->hs, cs->sc->base.fd);
 
 	if (rc < 0)
-		return NV_STEP_FAIL;
+		return cs->hs.state == NV_CON_SEND_META ? nv_con_refused(cs) : NV_STEP_FAIL;
 	if (rc == 0)
 		return nv_hs_expired(&cs->hs, what) ? NV_STEP_FAIL : NV_STEP_WAIT;
 	cs->hs.state = next;
@@ -511,12 +555,15 @@ static int nv_con_recv_meta(struct nv_connect_state *cs)
 	int rc = nv_hs_recv(&cs->hs, c->fd, NV_MSG_META);
 
 	if (rc < 0)
-		return NV_STEP_FAIL;
+		return nv_con_refused(cs);
 	if (rc == 0)
 		return nv_hs_expired(&cs->hs, "the receiver's metadata (is the peer calling accept?)")
 			       ? nv_con_fail(cs, NV_WST_TIMEOUT) : NV_STEP_WAIT;
-	if (nv_hs_meta(&cs->hs, c, NV_META_ROLE_RECV, &code) < 0)
+	if (nv_hs_meta(&cs->hs, c, NV_META_ROLE_RECV, &code) < 0) {
+		if (cs->hs.peer_code == NV_WST_BUSY || cs->hs.peer_code == NV_WST_BACKLOG)
+			return nv_con_refused(cs);
 		return nv_con_fail(cs, code);
+	}
 	if (c->rmeta->nqps != c->nqps) {
 		snprintf(cs->hs.why, sizeof(cs->hs.why), "the receiver has %u QPs, we have %d",
 			 c->rmeta->nqps, c->nqps);
@@ -656,6 +703,7 @@ static nv_status_t nv_con_start(int dev, const void *handle, int traffic_class,
 	}
 	cs->hs.state = NV_CON_TCP;
 	cs->hs.deadline_ns = nv_deadline();
+	cs->give_up_ns = cs->hs.deadline_ns;
 	*out = cs;
 	return NV_OK;
 }

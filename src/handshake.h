@@ -30,6 +30,7 @@ struct nv_hs {
 	int have_hdr;
 	uint32_t local_code;	/* NV_WST_* of our own failure, NV_WST_OK if the peer's */
 	uint32_t peer_code;	/* NV_WST_* failure the peer sent us, NV_WST_OK if none */
+	int sock_err;		/* the socket failed (reset, closed, error): not a bad message */
 	nv_status_t local_st;	/* status of the local step that failed, NV_OK if none */
 	char why[NV_WIRE_WHY_LEN];
 };

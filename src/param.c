@@ -97,6 +97,11 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 		"address family of the handshake interface: AF_INET or AF_INET6 (unset: any)"),
 	INT_ROW(NV_PARAM_VERBS_CONNECT_TIMEOUT_MS, "NCCL_VERBS_CONNECT_TIMEOUT_MS", 30000, 100,
 		3600000, "ms a connect/accept may wait for a silent peer before failing"),
+	INT_ROW(NV_PARAM_VERBS_LISTEN_PENDING, "NCCL_VERBS_LISTEN_PENDING", 64, 1, 65536,
+		"connections a listener keeps while their hello is due (oldest silent one "
+		"dropped for a newcomer)"),
+	INT_ROW(NV_PARAM_VERBS_LISTEN_BACKLOG, "NCCL_VERBS_LISTEN_BACKLOG", 1024, 1, 65536,
+		"authenticated connections that may wait at a listener for accept calls"),
 	INT_ROW(NV_PARAM_VERBS_LATENCY_US, "NCCL_VERBS_LATENCY_US", 0, 0, 1000000,
 		"latency (us) reported to NCCL's tuner in the device properties"),
 	STR_ROW(NV_PARAM_VERBS_GDR_SYSFS_ROOT, "NCCL_VERBS_GDR_SYSFS_ROOT", "/", NULL,

@@ -236,7 +236,7 @@ int nv_sock_listen(const struct nv_sock_addr *addr, int *fd, struct nv_sock_addr
 	if (s < 0)
 		return -errno;
 	(void)setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(s, (const struct sockaddr *)&addr->ss, addr->len) || listen(s, 128))
+	if (bind(s, (const struct sockaddr *)&addr->ss, addr->len) || listen(s, SOMAXCONN))
 		goto err_close;
 	bound->len = sizeof(bound->ss);
 	if (getsockname(s, (struct sockaddr *)&bound->ss, &bound->len))

@@ -109,6 +109,10 @@ static const char *const nv_wire_status_names[NV_WST_MAX_] = {
 			      "corrupted handle)",
 	[NV_WST_TIMEOUT] = "it gave up waiting for us (NCCL_VERBS_CONNECT_TIMEOUT_MS)",
 	[NV_WST_PROBE_LOST] = "our path-proving RDMA write completed but never reached it",
+	[NV_WST_BUSY] = "it has too many connections that have not sent their hello "
+			"(NCCL_VERBS_LISTEN_PENDING on the listener; a flood of silent connections?)",
+	[NV_WST_BACKLOG] = "its backlog of authenticated connections waiting for accept is full "
+			   "(NCCL_VERBS_LISTEN_BACKLOG on the listener; is it calling accept?)",
 };
 
 const char *nv_wire_status_str(uint32_t code)

@@ -77,7 +77,9 @@ enum nv_wire_status {
 	NV_WST_BAD_SECRET = 6,		/* the connector's secret did not match */
 	NV_WST_TIMEOUT = 7,		/* the peer gave up waiting for us */
 	NV_WST_PROBE_LOST = 8,		/* our path probe completed but never reached the peer */
-	NV_WST_MAX_ = 9,
+	NV_WST_BUSY = 9,		/* listener: too many connections without a hello yet */
+	NV_WST_BACKLOG = 10,		/* listener: too many authenticated ones wait for accept */
+	NV_WST_MAX_ = 11,
 };
 const char *nv_wire_status_str(uint32_t code);
 

@@ -219,6 +219,7 @@ int main(void)
 	alarm(120);
 	snprintf(ms, sizeof(ms), "%d", TIMEOUT_MS);
 	setenv("NCCL_VERBS_CONNECT_TIMEOUT_MS", ms, 1);
+	setenv("NCCL_VERBS_LISTEN_PENDING", "16", 1); /* the flood of 40 must overflow it */
 	r = e2e_open(&n, 12);
 	if (r)
 		return r;

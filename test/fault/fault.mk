@@ -27,7 +27,9 @@ FAULT_TESTS = \
 	test/fault/fault_probe \
 	test/fault/fault_cq \
 	test/fault/fault_misroute \
-	test/fault/fault_abandon
+	test/fault/fault_abandon \
+	test/fault/fault_storm \
+	test/fault/fault_rules
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -75,6 +77,14 @@ test_fault_fault_misroute_LDADD = $(FAULT_LDADD)
 test_fault_fault_abandon_SOURCES = test/fault/fault_abandon.c
 test_fault_fault_abandon_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_abandon_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_storm_SOURCES = test/fault/fault_storm.c
+test_fault_fault_storm_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_storm_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_rules_SOURCES = test/fault/fault_rules.c
+test_fault_fault_rules_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_rules_LDADD = $(FAULT_LDADD)
 
 test_fault_fault_cq_SOURCES = test/fault/fault_cq.c
 test_fault_fault_cq_CPPFLAGS = $(FAULT_CPPFLAGS)

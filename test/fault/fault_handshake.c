@@ -364,6 +364,7 @@ int main(void)
 
 	snprintf(tmo, sizeof(tmo), "%d", TIMEOUT_MS);
 	setenv("NCCL_VERBS_CONNECT_TIMEOUT_MS", tmo, 1);
+	setenv("NCCL_VERBS_LISTEN_PENDING", "16", 1); /* the floods of FLOOD must overflow it */
 	fh_watchdog(120);
 	rc = fh_open(&F);
 	if (rc)
