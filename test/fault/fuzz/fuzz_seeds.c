@@ -108,7 +108,7 @@ int main(int argc, char **argv)
 	h.ndevs = 2;
 	nv_wire_handle_encode(&h, buf);
 	put("handle", "seed-v6", buf, NV_WIRE_HANDLE_SIZE);
-	memset(buf + NV_WIRE_HANDLE_SIZE, 0, 64);
+	memset(buf + NV_WIRE_HANDLE_SIZE, 0, sizeof(buf) - NV_WIRE_HANDLE_SIZE);
 	put("handle", "seed-ncclbuf", buf, 128); /* as NCCL's 128-byte buffer */
 
 	for (i = NV_MSG_HELLO; i <= NV_MSG_STATUS; i++) {
