@@ -38,7 +38,6 @@ static struct nv_request *nv_req_get(struct nv_comm *c, int type)
 	r->done = 0;
 	r->pending = 0;
 	r->nreqs = 1;
-	r->prof_nev = 0;
 	return r;
 }
 
@@ -650,6 +649,9 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	req = nv_req_get(c, NV_REQ_RECV);
 	if (!req)
 		return nv_comm_liveness(c, NULL);
+	if (nv_unlikely(nv_prof_cb != NULL))
+		for (i = 0; i < n; i++)
+			req->phandle[i] = phandles ? phandles[i] : NULL;
 	req->seq = rc->head;
 	req->nreqs = (uint8_t)n;
 	req->mem_kind = (uint8_t)(mhandles && mhandles[0] ? ((struct nv_mhandle *)mhandles[0])->kind
@@ -659,7 +661,6 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 		const struct nv_mhandle *mh = mhandles ? mhandles[i] : NULL;
 
 		req->sizes[i] = sizes[i] > INT_MAX ? INT_MAX : (int)sizes[i];
-		req->phandle[i] = phandles ? phandles[i] : NULL;
 		e[i].addr = (uintptr_t)data[i];
 		e[i].size = (uint64_t)req->sizes[i];
 		/* rkey[d >= ndevs] stay 0 from the control region's creation */

@@ -6,7 +6,9 @@
  * posted and stopped when the request completes (or is released).
  *
  * Contract: with no callback (nv_prof_cb NULL) the data path pays one load
- * and a predicted branch per post; nothing else. Events beyond
+ * and a predicted branch per post and per irecv, a store per isend and a
+ * test when a request is released; nothing else. A request's prof_nev is 0
+ * whenever it is free (pool zeroed; nv_prof_stop_all resets it). Events beyond
  * NV_PROF_MAX_EV per request are not emitted (counted in nv_prof_dropped).
  * A callback error is ignored (logged once): profiling never fails traffic.
  */
@@ -22,7 +24,8 @@
 
 struct nv_request;
 
-extern ncclProfilerCallback_t nv_prof_cb;
+/* hidden: one PC-relative load on the data path, no GOT indirection */
+extern ncclProfilerCallback_t nv_prof_cb NV_HIDDEN;
 
 void nv_prof_set(ncclProfilerCallback_t cb);
 /* Starts one QP event of request r under NCCL's handle phandle (NULL: none). */
