@@ -75,6 +75,8 @@ void sv_leak_report(char *out, size_t outlen, unsigned int *count)
 	pthread_mutex_unlock(&sv_g.lock);
 }
 
+static struct sv_device *volatile sv_inherited_devs;	/* volatile: a store kept for valgrind */
+
 static void sv_atfork_child(void)
 {
 	memset(sv_g.objs, 0, sizeof(sv_g.objs));
@@ -89,7 +91,10 @@ static void sv_atfork_child(void)
 	sv_g.attached = false;
 	sv_g.exiting = false;
 	sv_g.proc_slot = -1;
-	/* the child reads its own configuration (env may differ after fork) */
+	/* the child reads its own configuration (env may differ after fork);
+	 * objects inherited from the parent may still point into the old
+	 * table, so it is kept (reachable, not freed) */
+	sv_inherited_devs = sv_g.devs;
 	sv_g.devs = NULL;
 	sv_g.ndevs = 0;
 	pthread_mutex_init(&sv_g.lock, NULL);
