@@ -17,18 +17,26 @@ test/simverbs/standin/gen-mlx5.map: $(srcdir)/test/simverbs/standin/mlx5.map $(S
 	$(AM_V_GEN)$(SV_STANDIN_GEN) "`$(CC) -print-file-name=libmlx5.so.1`" infiniband/mlx5dv.h \
 		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/mlx5.map test/simverbs/standin/gen-mlx5
 test/simverbs/standin/gen-mlx5-gen.c: test/simverbs/standin/gen-mlx5.map
+	@test -f $@ || $(SV_STANDIN_GEN) "`$(CC) -print-file-name=libmlx5.so.1`" infiniband/mlx5dv.h \
+		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/mlx5.map test/simverbs/standin/gen-mlx5
 test/simverbs/standin/gen-efa.map: $(srcdir)/test/simverbs/standin/efa.map $(SV_STANDIN_DEPS)
 	$(AM_V_GEN)$(SV_STANDIN_GEN) "`$(CC) -print-file-name=libefa.so.1`" infiniband/efadv.h \
 		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/efa.map test/simverbs/standin/gen-efa
 test/simverbs/standin/gen-efa-gen.c: test/simverbs/standin/gen-efa.map
+	@test -f $@ || $(SV_STANDIN_GEN) "`$(CC) -print-file-name=libefa.so.1`" infiniband/efadv.h \
+		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/efa.map test/simverbs/standin/gen-efa
 test/simverbs/standin/gen-mlx4.map: $(srcdir)/test/simverbs/standin/mlx4.map $(SV_STANDIN_DEPS)
 	$(AM_V_GEN)$(SV_STANDIN_GEN) "`$(CC) -print-file-name=libmlx4.so.1`" infiniband/mlx4dv.h \
 		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/mlx4.map test/simverbs/standin/gen-mlx4
 test/simverbs/standin/gen-mlx4-gen.c: test/simverbs/standin/gen-mlx4.map
+	@test -f $@ || $(SV_STANDIN_GEN) "`$(CC) -print-file-name=libmlx4.so.1`" infiniband/mlx4dv.h \
+		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/mlx4.map test/simverbs/standin/gen-mlx4
 test/simverbs/standin/gen-mana.map: $(srcdir)/test/simverbs/standin/mana.map $(SV_STANDIN_DEPS)
 	$(AM_V_GEN)$(SV_STANDIN_GEN) "`$(CC) -print-file-name=libmana.so.1`" infiniband/manadv.h \
 		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/mana.map test/simverbs/standin/gen-mana
 test/simverbs/standin/gen-mana-gen.c: test/simverbs/standin/gen-mana.map
+	@test -f $@ || $(SV_STANDIN_GEN) "`$(CC) -print-file-name=libmana.so.1`" infiniband/manadv.h \
+		"$(CC) $(IBVERBS_CFLAGS)" $(srcdir)/test/simverbs/standin/mana.map test/simverbs/standin/gen-mana
 SV_STANDIN_GENERATED = \
 	test/simverbs/standin/gen-mlx5.map test/simverbs/standin/gen-mlx5-gen.c \
 	test/simverbs/standin/gen-efa.map test/simverbs/standin/gen-efa-gen.c \
