@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# rdmacm-utils.sh: Debian's rdma_cm programs (rping, ucmatose, rdma_client) on simverbs must fail
+# rdmacm-utils.sh: Debian's rdma_cm programs (rping, ucmatose, rdma_client, perftest's
+# ib_send_lat -R) on simverbs must fail
 # cleanly: there is no rdma_cm kernel device, so they report an error and exit, never crash on a
 # signal (issue 14: a wrong ibv_get_sysfs_path prototype made each of them segfault in librdmacm).
 . "$(dirname "$0")/lib.sh"
@@ -7,6 +8,7 @@ sv_need_simverbs
 sv_need_prog rping ucmatose
 cmds=("rping -c -a 127.0.0.1 -C 1" "rping -s -a 127.0.0.1 -C 1" "ucmatose" "ucmatose -s 127.0.0.1")
 command -v rdma_client >/dev/null 2>&1 && cmds+=("rdma_client -s 127.0.0.1")
+command -v ib_send_lat >/dev/null 2>&1 && cmds+=("ib_send_lat -R -d simib0 127.0.0.1")
 for c in "${cmds[@]}"; do
 	# shellcheck disable=SC2086
 	timeout "$SV_TIMEOUT" $c >"$SV_TMP/out" 2>&1
