@@ -64,6 +64,7 @@ SV_TEST_PROGS = \
 	test/simverbs/tests/sv_memcheck \
 	test/simverbs/tests/sv_cqrace \
 	test/simverbs/tests/sv_lifecycle \
+	test/simverbs/tests/sv_parity \
 	test/simverbs/tests/sv_stream
 check_PROGRAMS += $(SV_TEST_PROGS)
 TESTS += $(SV_TEST_PROGS) test/simverbs/tests/sv_ctl.sh
@@ -78,6 +79,7 @@ test_simverbs_tests_sv_memcheck_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_cqrace_LDADD = $(SV_TEST_LDADD) -lpthread
 test_simverbs_tests_sv_lifecycle_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_stream_LDADD = $(SV_TEST_LDADD) -lpthread
+test_simverbs_tests_sv_parity_LDADD = $(SV_TEST_LDADD)
 
 noinst_PROGRAMS += test/simverbs/simverbs-ctl
 test_simverbs_simverbs_ctl_SOURCES = test/simverbs/ctl.c
