@@ -50,9 +50,10 @@ for dev in $devs; do
 	rc=$?
 	ran=$(sed -n 's/^Ran \([0-9]*\) tests.*/\1/p' "$log")
 	skipped=$(grep -c '\.\.\. skipped' "$log")
-	passed=$(grep -c '\.\.\. ok$' "$log")
-	failed=$(grep -c '\.\.\. FAIL$' "$log")
-	errors=$(grep -c '\.\.\. ERROR$' "$log")
+	failed=$(grep -c '^FAIL: ' "$log")
+	errors=$(grep -c '^ERROR: ' "$log")
+	# "ok" can follow a test's own output on a later line: count the rest
+	passed=$(( ${ran:-0} - failed - errors - skipped ))
 	echo "== $dev: ran ${ran:-?}, passed $passed, failed $failed, errors $errors, skipped $skipped (log $log)"
 	grep '\.\.\. skipped' "$log" | sed "s/.*\.\.\. skipped //" | sort | uniq -c | sort -rn |
 		sed 's/^/   skip /'
