@@ -16,13 +16,29 @@ libnvcore_la_SOURCES = $(NV_BASE_SOURCES) $(NV_COMM_SOURCES)
 # rdma-core, or none. Only the headers come from $(IBVERBS_CFLAGS).
 libnvcore_la_LIBADD = -ldl
 
-lib_LTLIBRARIES += libnccl-net-verbs.la
+# The plugin is a module that NCCL dlopen()s by name, libnccl-net-verbs.so:
+# libtool builds it (-module -avoid-version, -rpath makes it shared), but
+# nothing ever links against it, so it is installed as that one file, without
+# a .la and without anything that would need `libtool --finish`.
+noinst_LTLIBRARIES += libnccl-net-verbs.la
 libnccl_net_verbs_la_SOURCES = src/plugin.c src/plugin_compat.c
 libnccl_net_verbs_la_LIBADD = libnvcore.la
 # nodelete: NCCL may dlclose us with our event threads still running (v6..v10
 # get no finalize); keeping the code mapped makes that and reloads safe.
-libnccl_net_verbs_la_LDFLAGS = -module -avoid-version -shared -no-undefined \
+libnccl_net_verbs_la_LDFLAGS = -module -avoid-version -shared -no-undefined -rpath $(libdir) \
 	-Wl,--no-undefined -Wl,-z,nodelete -export-symbols-regex '^ncclNetPlugin_v[0-9]+$$'
+# A root `make install` into a directory the dynamic loader searches (e.g.
+# /usr/local/lib, listed in /etc/ld.so.conf.d) refreshes ld.so's cache, so that
+# NCCL_NET_PLUGIN=verbs finds the plugin at once.
+install-exec-local: libnccl-net-verbs.la
+	$(MKDIR_P) "$(DESTDIR)$(libdir)"
+	$(INSTALL_DATA) .libs/libnccl-net-verbs.so "$(DESTDIR)$(libdir)/libnccl-net-verbs.so"
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && \
+	    cat /etc/ld.so.conf /etc/ld.so.conf.d/*.conf 2>/dev/null | grep -qx "$(libdir)" && \
+	    command -v ldconfig >/dev/null 2>&1; then \
+	  echo " ldconfig (refresh the loader's cache for $(libdir))"; ldconfig || :; fi
+uninstall-local:
+	rm -f "$(DESTDIR)$(libdir)/libnccl-net-verbs.so"
 
 # ---- unit tests (no devices needed unless noted) -----------------------------
 noinst_HEADERS += test/unit/nvtest.h

@@ -107,7 +107,8 @@ static void nb_usage(FILE *f)
 "  -q, --quiet           only summary lines and errors\n"
 "  -T, --timeout SEC     end the whole run with an error after SEC (default 600)\n"
 "  -l, --list            print the plugin's devices and exit\n"
-"  -h, --help\n");
+"  -h, --help            this help\n"
+"      --version         print the version and exit\n");
 }
 
 static int nb_env_int(const char *a, const char *b, const char *c, int *v)
@@ -141,7 +142,7 @@ static const struct option nb_longopts[] = {
 	{ "list", no_argument, NULL, 'l' }, { "yield", required_argument, NULL, 8 },
 	{ "stats", no_argument, NULL, 9 }, { "help", no_argument, NULL, 'h' },
 	{ "self", no_argument, NULL, 10 }, { "profile", required_argument, NULL, 11 },
-	{ NULL, 0, NULL, 0 }
+	{ "version", no_argument, NULL, 256 }, { NULL, 0, NULL, 0 }
 };
 
 static int nb_opt_size(const char *arg, size_t *v, const char *what)
@@ -259,6 +260,10 @@ static int nb_opts_parse(struct nb_opts *o, int argc, char **argv)
 				 NULL)) != -1) {
 		if (ch == 'h') {
 			nb_usage(stdout);
+			exit(0);
+		}
+		if (ch == 256) {
+			printf("nccl-net-bench (nccl-net-verbs) %s\n", PACKAGE_VERSION);
 			exit(0);
 		}
 		if (nb_opt_one(o, ch, optarg) != 0) {

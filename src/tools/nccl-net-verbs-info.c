@@ -24,9 +24,10 @@
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: nccl-net-verbs-info [-g] [-k] [-h]\n"
-		     "  -g  print the whole GID table of every kept port\n"
-		     "  -k  print only the knobs\n"
-		     "  -h  this help\n"
+		     "  -g, --gids     print the whole GID table of every kept port\n"
+		     "  -k, --knobs    print only the knobs\n"
+		     "  -h, --help     this help\n"
+		     "      --version  print the version and exit\n"
 		     "Environment: every NCCL_IB_* / NCCL_VERBS_* knob listed below; NCCL_DEBUG=INFO\n"
 		     "shows the plugin's own log lines.\n");
 }
@@ -265,7 +266,13 @@ int main(int argc, char **argv)
 	char lim[64];
 	int c;
 
-	while ((c = getopt(argc, argv, "gkh")) != -1) {
+	static const struct option longopts[] = {
+		{ "gids", no_argument, NULL, 'g' }, { "knobs", no_argument, NULL, 'k' },
+		{ "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'v' },
+		{ NULL, 0, NULL, 0 }
+	};
+
+	while ((c = getopt_long(argc, argv, "gkh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'g':
 			gids = true;
@@ -275,6 +282,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'v':
+			printf("nccl-net-verbs-info (nccl-net-verbs) %s\n", PACKAGE_VERSION);
 			return 0;
 		default:
 			usage(stderr);
