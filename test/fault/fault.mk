@@ -138,12 +138,23 @@ FAULT_VALGRIND_TESTS = test/e2e/e2e_loopback test/e2e/e2e_handshake test/e2e/e2e
 	test/fault/fault_qp test/fault/fault_kill test/fault/fault_cycles \
 	test/fault/fault_handshake test/fault/fault_threads test/fault/fault_soak \
 	test/fault/fault_abandon
+# The pass runs under names of its own, test/valgrind/<dir>/<test>.vg (a file
+# holding the program's path, read by valgrind.sh), so that its .log and .trs
+# files (test/valgrind/...) never overwrite those of `make check`.
+TEST_EXTENSIONS = .test .vg
+VG_LOG_COMPILER = $(SHELL) $(abs_top_srcdir)/test/fault/valgrind.sh
+FAULT_VALGRIND_VG = $(FAULT_VALGRIND_TESTS:test/%=test/valgrind/%.vg)
 check-valgrind:
 	@if ! command -v valgrind >/dev/null 2>&1; then \
 	  echo "check-valgrind: SKIP (valgrind not installed)"; exit 0; fi; \
-	$(MAKE) $(AM_MAKEFLAGS) check TESTS="$(FAULT_VALGRIND_TESTS)" XFAIL_TESTS= \
-	  LOG_COMPILER="$(SHELL) $(abs_top_srcdir)/test/fault/valgrind.sh" \
+	for t in $(FAULT_VALGRIND_TESTS); do \
+	  $(MKDIR_P) "$$(dirname "test/valgrind/$${t#test/}")" && \
+	  echo "$$t" >"test/valgrind/$${t#test/}.vg" || exit 1; done; \
+	$(MAKE) $(AM_MAKEFLAGS) check TESTS="$(FAULT_VALGRIND_VG)" XFAIL_TESTS= \
 	  TEST_SUITE_LOG=test-suite-valgrind.log
+clean-local: clean-valgrind
+clean-valgrind:
+	-rm -rf test/valgrind test-suite-valgrind.log
 
 EXTRA_CHECK_TARGETS += check-fuzz check-tsan check-valgrind
-.PHONY: check-fuzz check-tsan check-valgrind
+.PHONY: check-fuzz check-tsan check-valgrind clean-valgrind

@@ -14,6 +14,11 @@ export FAULT_SOAK_MESSAGES=${FAULT_SOAK_MESSAGES:-1500}
 # lock one spinning thread can starve the thread it waits for (fault_threads
 # hung 16 minutes without it, passes in ~25 s with it). The outer timeout is a
 # last resort so that no test can hold CI beyond it.
+# make check-valgrind names each test test/valgrind/<dir>/<test>.vg, a file
+# holding the program's path (so that its logs do not replace make check's).
+case ${1:-} in
+*.vg) prog=$(cat "$1") || exit 99; shift; set -- "$prog" "$@" ;;
+esac
 exec timeout --kill-after=10 "${VALGRIND_TEST_TIMEOUT:-600}" \
 	valgrind -q --fair-sched=yes --error-exitcode=98 --leak-check=full --show-leak-kinds=definite,indirect \
 	--errors-for-leak-kinds=definite,indirect --suppressions="$here/valgrind.supp" \
