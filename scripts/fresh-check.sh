@@ -74,25 +74,28 @@ fi
 . /etc/os-release
 suite=${NV_FRESH_SUITE:-${VERSION_CODENAME:-}}
 [ -n "$suite" ] || skip "no VERSION_CODENAME in /etc/os-release"
-mirror_of() {	# the first enabled "deb" URI that serves $suite (deb822 and one-line files)
+mirror_of() {	# the enabled "deb" URIs that serve $suite (deb822 and one-line files)
 	local f
 	for f in /etc/apt/sources.list.d/*.sources; do
 		[ -f "$f" ] || continue
 		awk -v s="$suite" 'function flush() { if (deb && on && uri != "" && (" " suites " ") ~ (" " s " "))
-				{ print uri; found = 1; exit } deb = 0; on = 1; uri = ""; suites = "" }
+				print uri; deb = 0; on = 1; uri = ""; suites = "" }
 			BEGIN { on = 1 }
 			/^[ \t]*$/ { flush(); next }
 			tolower($1) == "types:" { for (i = 2; i <= NF; i++) if ($i == "deb") deb = 1 }
 			tolower($1) == "uris:" { uri = $2 }
 			tolower($1) == "suites:" { $1 = ""; suites = $0 }
 			tolower($1) == "enabled:" { on = (tolower($2) != "no") }
-			END { if (!found) flush() }' "$f"
+			END { flush() }' "$f"
 	done
-	cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-		awk -v s="$suite" '$1 == "deb" { i = 2; if ($2 ~ /^\[/) while ($i !~ /\]$/) i++; if ($2 ~ /^\[/) i++
-			if ($(i + 1) == s) print $i }'
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -f "$f" ] || continue
+		awk -v s="$suite" '$1 == "deb" { i = 2; if ($2 ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+			if ($(i + 1) == s) print $i }' "$f"
+	done
+	return 0
 }
-mirror=${NV_FRESH_MIRROR:-$(mirror_of | grep -E '^(https?|file):' | head -n 1)}
+mirror=${NV_FRESH_MIRROR:-$(mirror_of | grep -E '^(https?|file):' | head -n 1 || true)}
 [ -n "$mirror" ] || skip "no apt mirror for $suite in /etc/apt/sources.list(.d)"
 arch=$(dpkg --print-architecture)
 if ! timeout 60 /usr/lib/apt/apt-helper download-file "$mirror/dists/$suite/Release" \
