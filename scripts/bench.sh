@@ -28,7 +28,9 @@ export NV_BUILD_DIR=$B
 B=$(cd "$B" && pwd)
 out=$B/bench
 mkdir -p "$out"
-rm -f "$out"/*.csv "$out"/bench.svg
+rm -f "$out"/*.csv "$out"/*.txt "$out"/bench.svg
+rv=$(mktemp -d)	# per-round figures, one file per metric (kept as rounds.csv)
+trap 'rm -rf "$rv"' EXIT
 BENCH=$B/nccl-net-bench
 RAW=$B/test/simverbs/bench/sv-rawbench
 PLUGIN=$B/.libs/libnccl-net-verbs.so
@@ -100,47 +102,51 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (N
 
 # One round = (a), (b), (c), (d) back to back; several rounds interleave the raw
 # and the plugin runs so that load from elsewhere hits both alike; medians.
-for m in a b c craw d acpu bcpu dcpu cmin crawmin bn cn dn; do : >"$out/$m.txt"; done
+for m in a b c craw d acpu bcpu dcpu cmin crawmin bn cn dn load; do : >"$rv/$m.txt"; done
 for round in $(seq 1 "$rounds"); do
 	q=(); [ "$round" = 1 ] || q=(-q)
 	step "round $round/$rounds (a) raw RDMA WRITE 4 MiB: sv-rawbench -d $raw_dev ${raw_gid[*]} -t bw -S 4194304 -r 1"
 	timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t bw -S 4194304 -r 1 >"$out/raw-bw.txt" || status=1
 	cat "$out/raw-bw.txt"
-	field "$out/raw-bw.txt" write_bw median_GBps >>"$out/a.txt"
-	field "$out/raw-bw.txt" write_bw cpu_GBps >>"$out/acpu.txt"
+	field "$out/raw-bw.txt" write_bw median_GBps >>"$rv/a.txt"
+	field "$out/raw-bw.txt" write_bw cpu_GBps >>"$rv/acpu.txt"
 
 	step "round $round/$rounds (b) plugin sendrecv 4 MiB: nccl-net-bench -t sendrecv -b 4M -e 4M -n $bw_iters -w 5"
 	"${nbc[@]}" "${q[@]}" -t sendrecv -b 4M -e 4M -n "$bw_iters" -w 5 --csv "$out/sendrecv-4M-$round.csv" ||
 		status=1
-	csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 busbw_GBps >>"$out/b.txt"
-	[ -z "$nccl" ] || csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 busbw_GBps IB >>"$out/bn.txt"
-	csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 cpu_busbw_GBps >>"$out/bcpu.txt"
+	csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 busbw_GBps >>"$rv/b.txt"
+	[ -z "$nccl" ] || csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 busbw_GBps IB >>"$rv/bn.txt"
+	csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 cpu_busbw_GBps >>"$rv/bcpu.txt"
 
 	step "round $round/$rounds (c) 8 B latency: sv-rawbench -t imm -n $lat_iters -r 3; nccl-net-bench -t latency -b 8 -e 8 -n $lat_iters -R 3"
+	cut -d' ' -f1 /proc/loadavg >>"$rv/load.txt"
 	timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t imm -n "$lat_iters" -r 3 >"$out/raw-lat.txt" ||
 		status=1
 	cat "$out/raw-lat.txt"
-	field "$out/raw-lat.txt" imm_lat median_us >>"$out/craw.txt"
-	field "$out/raw-lat.txt" imm_lat min_us >>"$out/crawmin.txt"
+	field "$out/raw-lat.txt" imm_lat median_us >>"$rv/craw.txt"
+	field "$out/raw-lat.txt" imm_lat min_us >>"$rv/crawmin.txt"
 	"${nbc[@]}" "${q[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 -R 3 --csv "$out/latency-8-$round.csv" ||
 		status=1
-	csvcol "$out/latency-8-$round.csv" latency 8 time_us >>"$out/c.txt"
-	[ -z "$nccl" ] || csvcol "$out/latency-8-$round.csv" latency 8 time_us IB >>"$out/cn.txt"
-	csvcol "$out/latency-8-$round.csv" latency 8 time_min_us >>"$out/cmin.txt"
+	csvcol "$out/latency-8-$round.csv" latency 8 time_us >>"$rv/c.txt"
+	[ -z "$nccl" ] || csvcol "$out/latency-8-$round.csv" latency 8 time_us IB >>"$rv/cn.txt"
+	csvcol "$out/latency-8-$round.csv" latency 8 time_min_us >>"$rv/cmin.txt"
 
 	step "round $round/$rounds (d) allreduce 64 MiB: nccl-net-bench -t allreduce -b 64M -e 64M -n $ar_iters -w 1"
 	"${nbc[@]}" "${q[@]}" -t allreduce -b 64M -e 64M -n "$ar_iters" -w 1 --csv "$out/allreduce-64M-$round.csv" ||
 		status=1
-	csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 busbw_GBps >>"$out/d.txt"
-	[ -z "$nccl" ] || csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 busbw_GBps IB >>"$out/dn.txt"
-	csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 cpu_busbw_GBps >>"$out/dcpu.txt"
+	csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 busbw_GBps >>"$rv/d.txt"
+	[ -z "$nccl" ] || csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 busbw_GBps IB >>"$rv/dn.txt"
+	csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 cpu_busbw_GBps >>"$rv/dcpu.txt"
 done
-a=$(median <"$out/a.txt"); b=$(median <"$out/b.txt"); c=$(median <"$out/c.txt")
-craw=$(median <"$out/craw.txt"); d=$(median <"$out/d.txt")
-acpu=$(median <"$out/acpu.txt"); bcpu=$(median <"$out/bcpu.txt"); dcpu=$(median <"$out/dcpu.txt")
-cmin=$(sort -g "$out/cmin.txt" | head -n 1); crawmin=$(sort -g "$out/crawmin.txt" | head -n 1)
-bn=$(median <"$out/bn.txt"); cn=$(median <"$out/cn.txt"); dn=$(median <"$out/dn.txt")
-for m in a b c craw d acpu bcpu dcpu cmin crawmin bn cn dn; do echo "  $m per round: $(tr '\n' ' ' <"$out/$m.txt")"; done
+a=$(median <"$rv/a.txt"); b=$(median <"$rv/b.txt"); c=$(median <"$rv/c.txt")
+craw=$(median <"$rv/craw.txt"); d=$(median <"$rv/d.txt")
+acpu=$(median <"$rv/acpu.txt"); bcpu=$(median <"$rv/bcpu.txt"); dcpu=$(median <"$rv/dcpu.txt")
+cmin=$(sort -g "$rv/cmin.txt" | head -n 1); crawmin=$(sort -g "$rv/crawmin.txt" | head -n 1)
+bn=$(median <"$rv/bn.txt"); cn=$(median <"$rv/cn.txt"); dn=$(median <"$rv/dn.txt")
+{
+	echo "round,raw_write_bw_4M_GBps,plugin_sendrecv_4M_GBps,plugin_latency_8B_us,raw_imm_lat_8B_us,plugin_allreduce_64M_busbw_GBps,raw_write_bw_4M_per_cpu_s_GBps,plugin_sendrecv_4M_per_cpu_s_GBps,plugin_allreduce_64M_busbw_per_cpu_s_GBps,plugin_latency_8B_min_us,raw_imm_lat_8B_min_us,nccl_ib_sendrecv_4M_GBps,nccl_ib_latency_8B_us,nccl_ib_allreduce_64M_busbw_GBps,load_average_1min"
+	paste -d, "$rv"/{a,b,c,craw,d,acpu,bcpu,dcpu,cmin,crawmin,bn,cn,dn,load}.txt | awk '{ print NR "," $0 }'
+} >"$out/rounds.csv"
 
 step "sweep for the plot: nccl-net-bench -t all $sweep"
 "${nb[@]}" -t all $sweep --csv "$out/sweep.csv" --plot "$out/bench.svg" || status=1
@@ -154,7 +160,7 @@ if [ "${NB_NO_CPU_COST:-0}" != 1 ] && command -v valgrind >/dev/null; then
 fi
 
 # ratios: median of the per-round ratios (both sides of a ratio come from the same round)
-rratio() { paste "$out/$1.txt" "$out/$2.txt" | awk '$1 + 0 > 0 && $2 + 0 > 0 { printf "%.4f\n", $1 / $2 }' |
+rratio() { paste "$rv/$1.txt" "$rv/$2.txt" | awk '$1 + 0 > 0 && $2 + 0 > 0 { printf "%.4f\n", $1 / $2 }' |
 	median | awk '{ if ($1 == "") print "n/a"; else printf "%.2f", $1 }'; }
 rb=$(rratio b a); rc=$(rratio c craw); rd=$(rratio d b)
 rbc=$(rratio bcpu acpu); rcm=$(ratio "$cmin" "$crawmin"); rdc=$(rratio dcpu bcpu)
@@ -176,26 +182,36 @@ rbn=$(rratio b bn); rcn=$(rratio c cn); rdn=$(rratio d dn)
 	echo "nccl_ib_allreduce_64M_busbw,${dn:-n/a},GB/s,$rdn,plugin/nccl >=1.0,$(verdict "$rdn" '>=' 1.0)"
 } >"$out/summary.csv"
 
+lmin=$(sort -g "$rv/load.txt" | head -n 1); lmax=$(sort -g "$rv/load.txt" | tail -n 1)
+v() { echo "${1:-n/a} $2"; }	# value and unit
+row() {	# row LABEL VALUE RATIO TARGET VERDICT | VALUE RATIO VERDICT
+	printf '  %-36s %-12s %-15s %-8s %-7s| %-12s %-14s %s\n' "$@" | sed 's/ *$//'
+}
 echo
-echo "== summary ($fabric, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)); medians over $rounds rounds"
-echo "   (ratios: median of the per-round ratios; latency min: fastest repetition of all rounds)"
-echo "   wall clock                                               | per CPU second of the busiest writing process"
-printf "  (a) raw RDMA WRITE 4 MiB          %8s GB/s                      | %8s GB/s\n" "${a:-n/a}" "${acpu:-n/a}"
-printf "  (b) plugin sendrecv 4 MiB         %8s GB/s (b)/(a) %-5s >=0.9 %-6s | %8s GB/s (b)/(a) %-5s %s\n" \
-	"${b:-n/a}" "$rb" "$(verdict "$rb" '>=' 0.9)" "${bcpu:-n/a}" "$rbc" "$(verdict "$rbc" '>=' 0.9)"
-printf "  (c) plugin latency 8 B            %8s us   (c)/raw %-5s <=1.5 %-6s | min %6s us (c)/raw %-5s %s\n" \
-	"${c:-n/a}" "$rc" "$(verdict "$rc" '<=' 1.5)" "${cmin:-n/a}" "$rcm" "$(verdict "$rcm" '<=' 1.5)"
-printf "      raw WRITE_WITH_IMM ping-pong  %8s us                        | min %6s us\n" \
-	"${craw:-n/a}" "${crawmin:-n/a}"
-printf "  (d) plugin allreduce 64 MiB busbw %8s GB/s (d)/(b) %-5s >=0.8 %-6s | %8s GB/s (d)/(b) %-5s %s\n" \
-	"${d:-n/a}" "$rd" "$(verdict "$rd" '>=' 0.8)" "${dcpu:-n/a}" "$rdc" "$(verdict "$rdc" '>=' 0.8)"
+echo "== summary ($fabric, $(nproc) CPUs): medians over $rounds rounds; ratios are medians of the per-round ratios"
+echo "  (per CPU s: per CPU second of the busiest process that writes data; fastest rep.: fastest repetition of all rounds)"
+row "figure" "wall clock" "ratio" "target" "" "per CPU s" "ratio" ""
+row "(a) raw RDMA WRITE 4 MiB" "$(v "$a" GB/s)" "" "" "" "$(v "$acpu" GB/s)" "" ""
+row "(b) plugin sendrecv 4 MiB" "$(v "$b" GB/s)" "(b)/(a) $rb" ">= 0.9" "$(verdict "$rb" '>=' 0.9)" \
+	"$(v "$bcpu" GB/s)" "(b)/(a) $rbc" "$(verdict "$rbc" '>=' 0.9)"
+row "(d) plugin allreduce 64 MiB, busbw" "$(v "$d" GB/s)" "(d)/(b) $rd" ">= 0.8" "$(verdict "$rd" '>=' 0.8)" \
+	"$(v "$dcpu" GB/s)" "(d)/(b) $rdc" "$(verdict "$rdc" '>=' 0.8)"
+row "" "median" "" "" "" "fastest rep." "" ""
+row "(c) plugin latency 8 B" "$(v "$c" us)" "(c)/raw $rc" "<= 1.5" "$(verdict "$rc" '<=' 1.5)" \
+	"$(v "$cmin" us)" "(c)/raw $rcm" "$(verdict "$rcm" '<=' 1.5)"
+row "    raw WRITE_WITH_IMM ping-pong 8 B" "$(v "$craw" us)" "" "" "" "$(v "$crawmin" us)" "" ""
 if [ -n "$nccl" ]; then
-	echo "  NCCL's IB transport, same runs (sizes interleaved with ours): plugin / NCCL"
-	printf "      sendrecv 4 MiB %8s GB/s  ratio %-5s >=1.0 %-6s\n" "${bn:-n/a}" "$rbn" "$(verdict "$rbn" '>=' 1.0)"
-	printf "      latency 8 B    %8s us    ratio %-5s <=0.85 %-6s\n" "${cn:-n/a}" "$rcn" "$(verdict "$rcn" '<=' 0.85)"
-	printf "      allreduce 64M  %8s GB/s  ratio %-5s >=1.0 %-6s\n" "${dn:-n/a}" "$rdn" "$(verdict "$rdn" '>=' 1.0)"
+	echo "  NCCL's IB transport, same runs (sizes interleaved with ours); ratio = plugin / NCCL:"
+	row "    sendrecv 4 MiB" "$(v "$bn" GB/s)" "ratio $rbn" ">= 1.0" "$(verdict "$rbn" '>=' 1.0)" "" "" ""
+	row "    latency 8 B" "$(v "$cn" us)" "ratio $rcn" "<= 0.85" "$(verdict "$rcn" '<=' 0.85)" "" "" ""
+	row "    allreduce 64 MiB, busbw" "$(v "$dn" GB/s)" "ratio $rdn" ">= 1.0" "$(verdict "$rdn" '>=' 1.0)" "" "" ""
 fi
+echo "  latency per round (plugin median / raw median, us; 1-min load average when the round started):"
+paste -d' ' "$rv/c.txt" "$rv/craw.txt" "$rv/load.txt" |
+	awk '{ printf "    round %d: %s / %s  load %s\n", NR, $1, $2, $3 }'
+echo "  load average over the rounds: $lmin .. $lmax on $(nproc) CPUs$(awk -v l="$lmax" -v n="$(nproc)" \
+	'BEGIN { if (l + 0 > n / 2) print " - other load may have distorted the wall-clock and median figures; the per CPU s and fastest-repetition columns are the stable ones" }')"
 [ -z "$cpucost" ] || { echo "  (e) instructions per message (ratio: plugin / NCCL, target <= 0.70):"; sed 's/^/      /' "$cpucost"; }
-echo "  plot: $out/bench.svg   CSV: $out/summary.csv $out/sweep.csv"
+echo "  files: $out/{summary.csv,rounds.csv,sweep.csv,bench.svg}, per-round *-<round>.csv, raw-*.txt$( [ -z "$cpucost" ] || echo ", cpu-cost.txt")"
 [ "$status" = 0 ] || echo "bench: a run FAILED (see above)" >&2
 exit "$status"

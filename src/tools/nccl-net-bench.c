@@ -64,7 +64,7 @@ static void nb_fail(void)
 static void nb_usage(FILE *f)
 {
 	fprintf(f,
-"usage: nccl-net-bench [options]\n"
+"Usage: nccl-net-bench [options]\n"
 "  -t, --tests LIST      sendrecv,sendrecv-bi,latency,allreduce,multirecv or all\n"
 "                        (default sendrecv)\n"
 "  -b, --minbytes SIZE   smallest message (default 8; K/M/G suffixes)\n"

@@ -23,7 +23,7 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: nccl-net-verbs-info [-g] [-k] [-h]\n"
+	fprintf(out, "Usage: nccl-net-verbs-info [-g] [-k] [-h]\n"
 		     "  -g, --gids     print the whole GID table of every kept port\n"
 		     "  -k, --knobs    print only the knobs\n"
 		     "  -h, --help     this help\n"
