@@ -115,7 +115,7 @@ cleanup() {
 	done
 	if [ "${NV_FRESH_KEEP:-0}" = 1 ]; then
 		echo "fresh-check: root kept at $root (mounts are gone with this process)"
-	elif ! grep -q " $root/" /proc/self/mounts; then
+	elif ! grep -qE " $root(/| )" /proc/self/mounts; then
 		rm -rf --one-file-system "$root"
 	fi
 	exit "$rc"
@@ -132,6 +132,10 @@ in_root() {	# in_root CMD...: run CMD in the fresh root with a clean environment
 		chroot "$root" "$@"
 }
 secs() { echo $(( $(date +%s) - $1 )); }
+
+# The root is a mount point of its own, as / is on a real machine (ip netns
+# exec, unshare --mount --propagation ... need / to be a mount).
+mnt --bind "$root" "$root"
 
 commit=$(git -C "$top" rev-parse --short HEAD)
 echo "fresh-check: Debian $suite ($arch) minbase from $mirror; commit $commit of $top"
@@ -154,7 +158,7 @@ else
 		in_root apt-get install -y -q --no-install-recommends git >>"$logs/git.log" 2>&1 ||
 		{ echo "FAILED (see $logs/git.log)"; exit 1; }
 	umount "$root/proc" "$root/var/cache/apt/archives"
-	mounts=()
+	mounts=("$root")
 	tar -czf "$base.tmp" -C "$root" . && mv "$base.tmp" "$base"
 fi
 cp /etc/resolv.conf "$root/etc/resolv.conf"
