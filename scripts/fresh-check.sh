@@ -28,6 +28,9 @@
 # NV_FRESH_FULL=1 (full benchmark), NV_FRESH_KEEP=1 (keep the root, report
 # where), NV_FRESH_MIRROR / NV_FRESH_SUITE (override the machine's).
 set -euo pipefail
+# All of it in one compound command: bash reads it whole before running it, so
+# editing or checking out this file while it runs cannot change what runs.
+{
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 B=${NV_BUILD_DIR:-$top/build}
 mkdir -p "$B"
@@ -243,3 +246,5 @@ verdict package "$rc" "$t"
 echo "passed=$passed failed=$failed skipped=0" >"$results"
 echo "fresh-check: $passed passed, $failed failed in $(secs "$t0") s (logs: $logs)"
 [ "$failed" -eq 0 ]
+exit
+}
