@@ -246,7 +246,7 @@ EOF
 	grep -E '^# nccl-net-bench: .*plugin|^# Avg bus bandwidth' "$logs/package.log" | head -n 3 | sed 's/^/  /' || true
 	if [ "$rc" -eq 0 ]; then
 		mkdir -p "$logs/deb"
-		cp "$root"/root/nccl-net-verbs_*.deb "$root"/root/nccl-net-verbs_*.changes "$root"/root/*.buildinfo \
+		cp "$root"/root/nccl-net-verbs*.deb "$root"/root/nccl-net-verbs_*.changes "$root"/root/*.buildinfo \
 			"$logs/deb/" 2>/dev/null || true
 		if lintian --fail-on warning -I --pedantic "$logs"/deb/*.changes >"$logs/lintian.log" 2>&1 &&
 			! grep -v 'root privileges' "$logs/lintian.log" | grep -q .; then
