@@ -64,7 +64,10 @@
 #define NV_MIN_SEND_QP_WR (NV_MAX_RECVS + 1)	/* sender: one whole grouped chain */
 #define NV_MIN_CTS_QP_WR 2			/* receiver: CTS, every other one signalled */
 #define NV_CQ_POLL_BATCH 16
-#define NV_CHUNK_ALIGN 128			/* multi-QP split granularity */
+#define NV_CHUNK_ALIGN NV_WR_ALIGN		/* multi-QP split granularity */
+/* One QP's chain for a slot: up to NV_MAX_WR_PER_MSG writes per request (each
+ * at most the port's max_msg_sz) and the closing WRITE_WITH_IMM. */
+#define NV_SEND_CHAIN_MAX (NV_MAX_RECVS * NV_MAX_WR_PER_MSG + 1)
 #define NV_LIVENESS_NS 100000000ull		/* socket liveness check while waiting */
 #define NV_LIVENESS_POLLS 64			/* most idle polls per clock read */
 #define NV_LIVENESS_STRIDE_NS 1000000ull	/* busy pollers: about one clock read per ms */
@@ -82,12 +85,12 @@ struct nv_send_ctrl {
 	struct nv_cts_entry fifo[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* written by the receiver */
 	uint64_t probe_in;	/* written by the receiver's connect-time path probe */
 	uint64_t probe_src;	/* local source of our own probe */
-	int32_t sizes[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* local: grouped sizes to send */
+	uint32_t sizes[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* local: grouped sizes to send */
 } __attribute__((aligned(4096)));
 
 /* Receiver's control region: the peer writes records[] and probe_in only. */
 struct nv_recv_ctrl {
-	int32_t records[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* sender writes grouped sizes */
+	uint32_t records[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* sender writes grouped sizes */
 	uint64_t probe_in;	/* written by the sender's path probe */
 	uint64_t rsvd;
 	/* Below: local only (the peer is never told about these addresses). */
@@ -143,7 +146,7 @@ struct nv_request {
 	int16_t next_free;
 	int pending;		/* completions still expected */
 	uint64_t seq;		/* slot sequence (send/recv) */
-	int sizes[NV_MAX_RECVS];	/* recv: posted capacity, then bytes received */
+	uint32_t sizes[NV_MAX_RECVS];	/* recv: posted capacity, then bytes received */
 	/* send only */
 	void *data;
 	uint64_t size;		/* bytes to send (clipped to the receive) */
@@ -242,8 +245,10 @@ struct nv_send_comm {
 	uint64_t ar_threshold;		/* adaptive routing: from this size, data and imm
 					 * go as separate WRs (UINT64_MAX: AR off) */
 	struct nv_send_slot slots[NV_FIFO_SLOTS];
-	struct ibv_send_wr wr[NV_MAX_RECVS + 1];
-	struct ibv_sge sge[NV_MAX_RECVS + 1];
+	uint64_t max_bytes;		/* longest message (maxP2pBytes of its devices) */
+	uint32_t wr_bytes;		/* longest RDMA write (max_msg_sz of its devices) */
+	struct ibv_send_wr wr[NV_SEND_CHAIN_MAX];
+	struct ibv_sge sge[NV_SEND_CHAIN_MAX];
 };
 
 struct nv_recv_comm {

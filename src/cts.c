@@ -30,13 +30,14 @@ int nv_cts_slot_check(const struct nv_cts_entry *e, uint64_t seq, int rdevs, cha
 	return -1;
 }
 
-int nv_records_check(const int32_t *rec, const int *capacity, int n, char *why, size_t why_len)
+int nv_records_check(const uint32_t *rec, const uint32_t *capacity, int n, char *why,
+		     size_t why_len)
 {
 	int i;
 
 	for (i = 0; i < n; i++) {
-		if (rec[i] < 0 || rec[i] > capacity[i]) {
-			snprintf(why, why_len, "%d bytes reported for grouped receive %d of capacity %d",
+		if (rec[i] > capacity[i]) {
+			snprintf(why, why_len, "%u bytes reported for grouped receive %d of capacity %u",
 				 rec[i], i, capacity[i]);
 			return -1;
 		}

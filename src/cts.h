@@ -78,6 +78,7 @@ int nv_cts_slot_check(const struct nv_cts_entry *e, uint64_t seq, int rdevs, cha
  * Sizes a sender reported for a grouped receive of n buffers (rec[i]) against
  * what was posted (capacity[i]): 0 valid, -1 with the reason in why.
  */
-int nv_records_check(const int32_t *rec, const int *capacity, int n, char *why, size_t why_len);
+int nv_records_check(const uint32_t *rec, const uint32_t *capacity, int n, char *why,
+		     size_t why_len);
 
 #endif /* NV_CTS_H */

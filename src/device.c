@@ -282,6 +282,7 @@ static nv_status_t nv_dev_add(struct nv_hca *h, uint8_t port, const struct ibv_p
 	d->active_width = pa->active_width;
 	d->speed_mbps = nv_dev_speed(h, port, d->active_speed, d->active_width);
 	d->gid_tbl_len = pa->gid_tbl_len;
+	d->max_msg_sz = pa->max_msg_sz ? pa->max_msg_sz : 1u << 31; /* 0: not reported */
 	d->guid = h->attr.sys_image_guid;
 	d->rail = rail;
 	d->plane = plane;
@@ -689,6 +690,18 @@ static int nv_vdev_max_comms(const struct nv_vdev *v)
 	return best;
 }
 
+uint32_t nv_dev_wr_bytes(const struct nv_dev *d)
+{
+	return d->max_msg_sz & ~(uint32_t)(NV_WR_ALIGN - 1);
+}
+
+uint64_t nv_dev_max_msg_bytes(const struct nv_dev *d)
+{
+	uint64_t n = (uint64_t)nv_dev_wr_bytes(d) * NV_MAX_WR_PER_MSG;
+
+	return n < UINT32_MAX ? n : UINT32_MAX;
+}
+
 static int16_t nv_vdev_rail(const struct nv_vdev *v)
 {
 	int16_t r = nv_devs[v->devs[0]]->rail;
@@ -731,7 +744,10 @@ nv_status_t nv_vdev_properties(int vdev, ncclNetProperties_v12_t *p)
 	p->maxRecvs = NV_MAX_RECVS;
 	p->netDeviceType = NCCL_NET_DEVICE_HOST;
 	p->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-	p->maxP2pBytes = NCCL_MAX_NET_SIZE_BYTES;
+	p->maxP2pBytes = UINT32_MAX; /* lowered per member below */
+	for (int i = 0; i < v->ndevs; i++)
+		if (nv_dev_max_msg_bytes(nv_devs[v->devs[i]]) < p->maxP2pBytes)
+			p->maxP2pBytes = nv_dev_max_msg_bytes(nv_devs[v->devs[i]]);
 	p->maxCollBytes = MAX_COLLNET_SIZE;
 	p->maxMultiRequestSize = 1;
 	p->railId = nv_vdev_rail(v);

@@ -36,6 +36,12 @@
 #define NV_MAX_DEVS 32           /* kept ports (NCCL's MAX_IB_DEVS) */
 #define NV_MAX_VDEVS 256         /* physical + merged */
 #define NV_MAX_DEVS_PER_VDEV NCCL_NET_MAX_DEVS_PER_NIC_V12 /* 8 */
+/* A message is split into at most this many RDMA writes per QP, each at most
+ * the port's max_msg_sz (rounded down to NV_WR_ALIGN); with the 32-bit size
+ * of the immediate and of the grouped-size records this sets maxP2pBytes
+ * (nv_dev_max_msg_bytes). */
+#define NV_MAX_WR_PER_MSG 4
+#define NV_WR_ALIGN 128
 #define NV_PLANE_MAX_INDEX 14    /* NCCL's: plane indexes 0..12 (0 = no plane) */
 #define NV_PLANE_VIRT_BIT (1 << NV_PLANE_MAX_INDEX) /* planeId of a fused NIC */
 #define NV_MAX_RECVS 8           /* maxRecvs reported to NCCL */
@@ -122,6 +128,7 @@ struct nv_dev {
 	uint32_t active_speed;           /* raw, for diagnostics */
 	uint8_t active_width;
 	int gid_tbl_len;
+	uint32_t max_msg_sz;             /* the port's longest message (one WR) */
 	uint64_t guid;                   /* sys_image_guid (ASIC identity) */
 	int16_t rail, plane;             /* from NCCL_IB_HCA, -1 if not given */
 	int16_t plane_idx;               /* index of `plane` among all devices' planes (0: -1) */
@@ -157,6 +164,10 @@ const struct nv_vdev *nv_vdev_get(int index);  /* NULL if out of range */
 nv_status_t nv_vdev_make(const int *devs, int ndevs, int max_devs, int *vdev);
 /* Fills every field of the v12 shape for virtual device `vdev`. */
 nv_status_t nv_vdev_properties(int vdev, ncclNetProperties_v12_t *props);
+/* Longest RDMA write the data path posts on d: max_msg_sz rounded down to NV_WR_ALIGN. */
+uint32_t nv_dev_wr_bytes(const struct nv_dev *d);
+/* Longest message through d (maxP2pBytes): NV_MAX_WR_PER_MSG writes, <= 4 GiB - 1. */
+uint64_t nv_dev_max_msg_bytes(const struct nv_dev *d);
 
 /* GID of a port: cached auto-selection (recomputed after GID_CHANGE).
  * For IB ports without GRH this is index 0 and only informative. */

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -115,17 +116,17 @@ static void nv_recv_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 	if (r->nreqs == 1 && (wc->wc_flags & IBV_WC_WITH_IMM)) {
 		uint32_t n = ntohl(wc->imm_data);
 
-		if (n > (uint32_t)r->sizes[0]) {
-			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s sent %u bytes into a %d-byte receive "
+		if (n > r->sizes[0]) {
+			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s sent %u bytes into a %u-byte receive "
 				     "(protocol violation)", c->peer, n, r->sizes[0]);
 			return;
 		}
-		r->sizes[0] = (int)n;
+		r->sizes[0] = n;
 	}
 	if (--r->pending > 0)
 		return;
 	if (r->nreqs > 1) {
-		const int32_t *rec = ctrl->records[r->seq % NV_FIFO_SLOTS];
+		const uint32_t *rec = ctrl->records[r->seq % NV_FIFO_SLOTS];
 		char why[128];
 
 		if (nv_records_check(rec, r->sizes, r->nreqs, why, sizeof(why))) {
@@ -228,6 +229,26 @@ static nv_status_t nv_comm_liveness(struct nv_comm *c, const struct nv_request *
 
 /* ---- send ---------------------------------------------------------------- */
 
+/*
+ * WRs one QP's chain for this slot may need: per entry, its chunk (what the
+ * receive can take, at most max_bytes, split over nq QPs) in writes of at
+ * most wr_bytes, plus the closing WRITE_WITH_IMM. At most NV_SEND_CHAIN_MAX.
+ */
+static int nv_send_chain_len(const struct nv_send_comm *s, const struct nv_cts_entry *e,
+			     int nreqs)
+{
+	uint64_t nq = (uint64_t)s->base.nq;
+	int r, n = 1;
+
+	for (r = 0; r < nreqs; r++) {
+		uint64_t size = e[r].size < s->max_bytes ? e[r].size : s->max_bytes;
+		uint64_t chunk = NV_ALIGN_UP((size + nq - 1) / nq, (uint64_t)NV_CHUNK_ALIGN);
+
+		n += chunk ? (int)((chunk + s->wr_bytes - 1) / s->wr_bytes) : 1;
+	}
+	return n;
+}
+
 static int nv_send_room(struct nv_send_comm *s, uint64_t seq, int nwr)
 {
 	struct nv_comm *c = &s->base;
@@ -251,26 +272,33 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
 	struct nv_comm_qp *q = &c->qps[qi];
 	const struct nv_cts_entry *e = ctrl->fifo[slot];
 	struct ibv_send_wr *bad, *last;
-	struct nv_request *wreq[NV_MAX_RECVS]; /* request of each data WR (profiler) */
+	struct nv_request *wreq[NV_SEND_CHAIN_MAX]; /* request of each data WR (profiler) */
 	int r, nwr = 0, ndata;
 
 	for (r = 0; r < sl->nreqs; r++) {
 		struct nv_request *req = &c->reqs[sl->req[r]];
 		uint64_t chunk = NV_ALIGN_UP((req->size + (uint64_t)c->nq - 1) / (uint64_t)c->nq,
 					     (uint64_t)NV_CHUNK_ALIGN);
-		uint64_t off = chunk * (uint64_t)i;
+		uint64_t off = chunk * (uint64_t)i, end;
 
 		if (off >= req->size)
 			continue;
-		s->sge[nwr].addr = (uintptr_t)req->data + off;
-		s->sge[nwr].length = (uint32_t)(req->size - off < chunk ? req->size - off : chunk);
-		s->sge[nwr].lkey = req->mh->lkey[q->dev];
-		s->wr[nwr].opcode = IBV_WR_RDMA_WRITE;
-		s->wr[nwr].num_sge = 1;
-		s->wr[nwr].wr.rdma.remote_addr = e[req->entry].addr + off;
-		s->wr[nwr].wr.rdma.rkey = e[req->entry].rkey[q->rdev];
-		wreq[nwr] = req;
-		nwr++;
+		end = req->size - off < chunk ? req->size : off + chunk;
+
+		/* writes of at most wr_bytes (the port's max_msg_sz): NV_MAX_WR_PER_MSG
+		 * at most, as isend keeps size <= max_bytes (nv_send_chain_len) */
+		for (; off < end; off += s->wr_bytes) {
+			s->sge[nwr].addr = (uintptr_t)req->data + off;
+			s->sge[nwr].length = (uint32_t)(end - off < s->wr_bytes ? end - off
+										 : s->wr_bytes);
+			s->sge[nwr].lkey = req->mh->lkey[q->dev];
+			s->wr[nwr].opcode = IBV_WR_RDMA_WRITE;
+			s->wr[nwr].num_sge = 1;
+			s->wr[nwr].wr.rdma.remote_addr = e[req->entry].addr + off;
+			s->wr[nwr].wr.rdma.rkey = e[req->entry].rkey[q->rdev];
+			wreq[nwr] = req;
+			nwr++;
+		}
 	}
 	ndata = nwr;
 	if (sl->nreqs == 1 && nwr == 1 && c->reqs[sl->req[0]].size < s->ar_threshold) {
@@ -283,7 +311,7 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
 		last->wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
 		if (sl->nreqs > 1 && i == 0) {
 			for (r = 0; r < sl->nreqs; r++)
-				ctrl->sizes[slot][r] = (int32_t)c->reqs[sl->req[r]].size;
+				ctrl->sizes[slot][r] = (uint32_t)c->reqs[sl->req[r]].size;
 			s->sge[nwr].addr = (uintptr_t)ctrl->sizes[slot];
 			s->sge[nwr].length = (uint32_t)(sl->nreqs * sizeof(int32_t));
 			s->sge[nwr].lkey = c->dev[q->dev].ctrl_mr->lkey;
@@ -317,7 +345,7 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
 }
 
 /*
- * The common case: one receive, one QP, at least one byte. The same chain
+ * The common case: one receive, one QP, 1 byte .. one write (wr_bytes). The same chain
  * nv_send_post_qp builds for it: one WRITE_WITH_IMM carrying the data, or,
  * from the adaptive-routing threshold on, the data WRITE followed by a
  * 0-byte WRITE_WITH_IMM into the peer's records.
@@ -378,7 +406,7 @@ static nv_status_t nv_send_post(struct nv_send_comm *s, struct nv_send_slot *sl)
 
 	sl->pending = s->base.nq;
 	sl->posted = 1;
-	if (nv_likely(s->base.nq == 1 && sl->nreqs == 1 && r0->size))
+	if (nv_likely(s->base.nq == 1 && sl->nreqs == 1 && r0->size && r0->size <= s->wr_bytes))
 		return nv_send_post_one(s, sl, r0);
 	for (i = 0; i < s->base.nq; i++) {
 		st = nv_send_post_qp(s, sl, i);
@@ -486,15 +514,19 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 	struct nv_send_slot *sl;
 	struct nv_request *req;
 	nv_status_t st;
-	int r, ready;
+	int r, ready, nwr;
 
 	*request = NULL;
 	st = nv_comm_check(c, "isend");
 	if (st != NV_OK)
 		return st;
-	if (nv_unlikely(size > INT_MAX || (size && !mhandle))) {
-		NV_WARN("isend to %s: size %zu without registration or above %d", c->peer, size,
-			INT_MAX);
+	if (nv_unlikely(size > s->max_bytes || (size && !mhandle))) {
+		NV_WARN("isend to %s: %zu bytes %s", c->peer, size, size && !mhandle ?
+			"without a registration" : "above maxP2pBytes");
+		if (size > s->max_bytes)
+			NV_WARN("isend to %s: the longest message is %" PRIu64 " bytes (%d writes of "
+				"the port's max_msg_sz rounded down to %u, at most 4 GiB - 1)", c->peer,
+				s->max_bytes, NV_MAX_WR_PER_MSG, s->wr_bytes);
 		return NV_ERR_INVALID;
 	}
 	e = ((struct nv_send_ctrl *)c->ctrl)->fifo[s->head % NV_FIFO_SLOTS];
@@ -513,8 +545,15 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 			break;
 	if (r == sl->nreqs)
 		return NV_OK; /* no receive with this tag in the current slot yet */
-	if (!nv_send_room(s, s->head, sl->nreqs + 1) &&
-	    (nv_comm_progress(c) != NV_OK || !nv_send_room(s, s->head, sl->nreqs + 1)))
+	nwr = nv_send_chain_len(s, e, sl->nreqs);
+	if (nv_unlikely(nwr > c->qps[0].max_wr)) {
+		nv_comm_fail(c, NV_ERR_SYSTEM, "isend to %s: the slot needs %d work requests per QP, "
+			     "the send queue holds %d (device max_qp_wr)", c->peer, nwr,
+			     c->qps[0].max_wr);
+		return c->error;
+	}
+	if (!nv_send_room(s, s->head, nwr) &&
+	    (nv_comm_progress(c) != NV_OK || !nv_send_room(s, s->head, nwr)))
 		return c->error;
 	req = nv_req_get(c, NV_REQ_SEND);
 	if (!req)
@@ -660,7 +699,9 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	for (i = 0; i < n; i++) {
 		const struct nv_mhandle *mh = mhandles ? mhandles[i] : NULL;
 
-		req->sizes[i] = sizes[i] > INT_MAX ? INT_MAX : (int)sizes[i];
+		/* no message is longer than maxP2pBytes (<= 4 GiB - 1): a larger
+		 * buffer takes any of them, so its capacity is told as UINT32_MAX */
+		req->sizes[i] = sizes[i] > UINT32_MAX ? UINT32_MAX : (uint32_t)sizes[i];
 		e[i].addr = (uintptr_t)data[i];
 		e[i].size = (uint64_t)req->sizes[i];
 		/* rkey[d >= ndevs] stay 0 from the control region's creation */
@@ -795,11 +836,12 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 	}
 	*done = 1;
 	c->live_stride = 1; /* progress: the next wait starts reading the clock at once */
+	/* test's sizes are int in every ABI version: exact up to INT_MAX, then INT_MAX */
 	if (sizes && r->type == NV_REQ_SEND)
-		sizes[0] = (int)r->size;
+		sizes[0] = r->size > INT_MAX ? INT_MAX : (int)r->size;
 	else if (sizes && r->type == NV_REQ_RECV)
 		for (i = 0; i < r->nreqs; i++)
-			sizes[i] = r->sizes[i];
+			sizes[i] = r->sizes[i] > INT_MAX ? INT_MAX : (int)r->sizes[i];
 	nv_req_put(c, r);
 	return NV_OK;
 }

@@ -717,7 +717,18 @@ void nv_send_comm_ready(struct nv_send_comm *sc)
 		sc->ar_threshold = (uint64_t)nv_param_int(NV_PARAM_IB_AR_THRESHOLD);
 	else
 		sc->ar_threshold = UINT64_MAX;
+	/* message and write limits: the smallest of the comm's devices (the peer's
+	 * ports are assumed alike: NCCL pairs like NICs) */
+	sc->max_bytes = UINT32_MAX;
+	sc->wr_bytes = UINT32_MAX;
+	for (i = 0; i < sc->base.ndevs; i++) {
+		const struct nv_dev *d = sc->base.dev[i].dev;
 
+		if (nv_dev_max_msg_bytes(d) < sc->max_bytes)
+			sc->max_bytes = nv_dev_max_msg_bytes(d);
+		if (nv_dev_wr_bytes(d) < sc->wr_bytes)
+			sc->wr_bytes = nv_dev_wr_bytes(d);
+	}
 	for (i = 0; i < NV_FIFO_SLOTS; i++)
 		sc->slots[i].seq = UINT64_MAX;
 	sc->base.last_alive_ns = nv_now_ns();

@@ -97,6 +97,7 @@ static int sv_parse_limit(struct sv_limits *l, const char *k, const char *v)
 		{ "max_srq", &l->max_srq, NULL, dflt.max_srq },
 		{ "max_srq_wr", &l->max_srq_wr, NULL, dflt.max_srq_wr },
 		{ "max_srq_sge", &l->max_srq_sge, NULL, dflt.max_srq_sge },
+		{ "max_msg_sz", NULL, &l->max_msg_sz, dflt.max_msg_sz },
 	};
 
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {

@@ -305,7 +305,7 @@ static int sv_fill_port(struct sv_context *c, uint8_t port, struct ibv_port_attr
 	a->active_mtu = pt->mtu;
 	a->gid_tbl_len = SV_GID_TBL_LEN;
 	a->port_cap_flags = eth ? 0x04010000u : 0x2651e848u;
-	a->max_msg_sz = 1u << 31;
+	a->max_msg_sz = (uint32_t)d->lim.max_msg_sz;
 	a->pkey_tbl_len = 1;
 	a->lid = pt->lid;
 	a->sm_lid = eth ? 0 : 1;

@@ -44,6 +44,7 @@ struct sv_limits {
 	uint32_t max_srq;
 	uint32_t max_srq_wr;
 	uint32_t max_srq_sge;
+	uint64_t max_msg_sz;		/* port attribute: the longest message (WR) */
 };
 
 #define SV_DEFAULT_LIMITS { \
@@ -62,6 +63,7 @@ struct sv_limits {
 	.max_srq = 1024, \
 	.max_srq_wr = 16384, \
 	.max_srq_sge = 30, \
+	.max_msg_sz = 1ull << 31, \
 }
 
 /* Port defaults: 4X HDR (200 Gb/s) InfiniBand, 100 GbE-ish RoCE. */

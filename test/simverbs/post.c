@@ -32,8 +32,8 @@ static int sv_queue_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 		return ENOMEM;
 	for (int i = 0; i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
-	if (len > (1ull << 31))
-		return EINVAL;
+	if (len > qp->ctx->dev->lim.max_msg_sz)
+		return EINVAL;	/* as rxe: a message longer than the port's max_msg_sz */
 	if ((wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ) {
 		unsigned char *dst = qp->sq_inline + (idx % qp->sq_cap) *
 				     ((size_t)qp->cap.max_inline_data + 1);

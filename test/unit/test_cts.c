@@ -67,14 +67,18 @@ static void test_slot(void)
 
 static void test_records(void)
 {
-	int32_t rec[3] = { 10, 0, 4096 };
-	int cap[3] = { 10, 5, 4096 };
+	uint32_t rec[3] = { 10, 0, 4096 };
+	uint32_t cap[3] = { 10, 5, 4096 };
 
 	CHECK(nv_records_check(rec, cap, 3, why, sizeof(why)) == 0);
 	rec[1] = 6;
 	CHECK(nv_records_check(rec, cap, 3, why, sizeof(why)) == -1 && strstr(why, "receive 1"));
-	rec[1] = -1;
+	rec[1] = UINT32_MAX; /* sizes are 32-bit unsigned: up to 4 GiB - 1 */
 	CHECK(nv_records_check(rec, cap, 3, why, sizeof(why)) == -1);
+	cap[2] = UINT32_MAX;
+	rec[1] = 5;
+	rec[2] = 3u << 30; /* 3 GiB into a 4 GiB - 1 receive: valid */
+	CHECK(nv_records_check(rec, cap, 3, why, sizeof(why)) == 0);
 }
 
 int main(void)

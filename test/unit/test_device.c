@@ -125,7 +125,7 @@ static void test_properties_and_vdevs(void)
 		CHECK(p.maxRecvs == 8 && p.netDeviceType == NCCL_NET_DEVICE_HOST);
 		CHECK(p.netDeviceVersion == NCCL_NET_DEVICE_INVALID_VERSION);
 		CHECK(p.vProps.ndevs == 1 && p.vProps.devs[0] == i);
-		CHECK(p.maxP2pBytes == (1ULL << 40) && p.maxCollBytes == (512ULL << 20));
+		CHECK(p.maxP2pBytes == UINT32_MAX && p.maxCollBytes == (512ULL << 20));
 		CHECK(p.maxMultiRequestSize == 1 && p.railId == -1 && p.planeId == -1);
 	}
 	CHECK(nv_vdev_properties(n, &p) == NV_ERR_INTERNAL);

@@ -10,11 +10,16 @@
  *   - a receive whose buffer was deregistered while posted ends in an error
  *     on both sides (simverbs moves the responder QP to error on a remote
  *     access error, as hardware does), never a request pending for ever.
+ *   - maxP2pBytes: with max_msg_sz lowered to 64 KiB, messages are split
+ *     into writes the port takes, every size up to maxP2pBytes arrives whole
+ *     with exact sizes (truncation too, grouped, 1 and 2 QPs, IB and RoCE)
+ *     and one byte more is refused (test/unit/test_large: 2-3 GiB messages).
  * Each scenario runs in its own process and fabric.
  */
 #include "config.h"
 
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -185,6 +190,146 @@ static void sc_dereg_pending(void)
 	free(rb);
 }
 
+/* Byte i of message `seed`: every byte checked, no two messages alike. */
+static unsigned char pat(size_t i, unsigned seed)
+{
+	return (unsigned char)((i * 2654435761u) >> 13 ^ seed);
+}
+
+/*
+ * One grouped receive of n buffers (capacity cap[k]) and n sends of
+ * len[k] bytes with tags 10+k: true when both sides complete, test reports
+ * min(len, cap) on both, those bytes arrived and nothing beyond them moved.
+ */
+static bool xfer(ncclNet_v12_t *n, void *sc, void *rc, int nr, const size_t *len,
+		 const size_t *cap, unsigned seed)
+{
+	static unsigned char *sb[8], *rb[8];
+	void *smh[8], *rmh[8], *sr[8] = { NULL }, *rr = NULL, *data[8];
+	size_t caps[8];
+	int tags[8], sdone[8] = { 0 }, rdone = 0, ssz[8], rsz[8];
+	ncclResult_t res = ncclSuccess;
+	bool ok = true;
+
+	for (int k = 0; k < nr; k++) {
+		sb[k] = malloc(len[k] + 1);
+		rb[k] = malloc(cap[k] + 256);
+		for (size_t i = 0; i < len[k]; i++)
+			sb[k][i] = pat(i, seed + (unsigned)k);
+		memset(rb[k], 0xee, cap[k] + 256);
+		CHECK(n->regMr(sc, sb[k], len[k] + 1, NCCL_PTR_HOST, &smh[k]) == ncclSuccess);
+		CHECK(n->regMr(rc, rb[k], cap[k] + 256, NCCL_PTR_HOST, &rmh[k]) == ncclSuccess);
+		data[k] = rb[k];
+		caps[k] = cap[k];
+		tags[k] = 10 + k;
+	}
+	for (time_t end = time(NULL) + 30; res == ncclSuccess && time(NULL) < end;) {
+		int all = rdone;
+
+		if (!rr)
+			res = n->irecv(rc, nr, data, caps, tags, rmh, NULL, &rr);
+		for (int k = 0; k < nr && res == ncclSuccess; k++) {
+			if (!sr[k])
+				res = n->isend(sc, sb[k], len[k], 10 + k, smh[k], NULL, &sr[k]);
+			if (sr[k] && !sdone[k] && res == ncclSuccess)
+				res = n->test(sr[k], &sdone[k], &ssz[k]);
+			all &= sdone[k];
+		}
+		if (rr && !rdone && res == ncclSuccess)
+			res = n->test(rr, &rdone, rsz);
+		if (all)
+			break;
+	}
+	CHECK(res == ncclSuccess && rdone);
+	ok = res == ncclSuccess && rdone;
+	for (int k = 0; k < nr && ok; k++) {
+		size_t got = len[k] < cap[k] ? len[k] : cap[k], bad = 0;
+
+		CHECK(sdone[k] && ssz[k] == (int)got && rsz[k] == (int)got);
+		for (size_t i = 0; i < got; i++)
+			bad += rb[k][i] != pat(i, seed + (unsigned)k);
+		for (size_t i = got; i < cap[k] + 256; i++)
+			bad += rb[k][i] != 0xee;
+		CHECK(bad == 0);
+		if (bad || ssz[k] != (int)got || rsz[k] != (int)got) {
+			fprintf(stderr, "message %d: %zu bytes into %zu: sent %d, received %d, %zu "
+				"bytes wrong\n", k, len[k], cap[k], ssz[k], rsz[k], bad);
+			ok = false;
+		}
+	}
+	for (int k = 0; k < nr; k++) {
+		CHECK(n->deregMr(sc, smh[k]) == ncclSuccess && n->deregMr(rc, rmh[k]) == ncclSuccess);
+		free(sb[k]);
+		free(rb[k]);
+	}
+	return ok;
+}
+
+/*
+ * maxP2pBytes is what the data path carries: messages are split into RDMA
+ * writes of at most the port's max_msg_sz (64 KiB here), NV_MAX_WR_PER_MSG
+ * (4) of them per QP, so maxP2pBytes = 256 KiB; every size up to it arrives
+ * whole (sizes around each write boundary, truncation, grouped receives, one
+ * and two QPs, InfiniBand and RoCE), and one byte more is refused.
+ */
+static void split_on(const char *dev, int qps)
+{
+	ncclNet_v12_t *n;
+	ncclNetProperties_v12_t p;
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	void *ctx = NULL, *lc = NULL, *sc = NULL, *rc = NULL, *mh = NULL, *req = NULL;
+	const size_t W = 65536, M = 4 * W;
+	static const size_t one[][2] = { /* len, capacity */
+		{ 1, 1 }, { 0, 64 }, { 65536, 65536 }, { 65537, 65537 }, { 131072 + 128, 262144 },
+		{ 262143, 262144 }, { 262144, 262144 }, { 262144, 1 << 20 },
+		{ 200000, 100000 }, { 262144, 65537 },
+	};
+	size_t len[3] = { M, W + 1, 3 * W - 5 }, cap[3] = { M, 2 * W, 3 * W };
+	unsigned char *big;
+	int d;
+
+	if (qps > 1) {
+		setenv("NCCL_IB_QPS_PER_CONNECTION", "2", 1);
+		setenv("NCCL_IB_SPLIT_DATA_ON_QPS", "1", 1);
+	}
+	n = load();
+	CHECK(n && n->init(&ctx, 1, NULL, NULL, NULL) == ncclSuccess);
+	if (!ctx)
+		return;
+	d = find(n, dev);
+	CHECK(d >= 0 && n->getProperties(d, &p) == ncclSuccess);
+	CHECK(p.maxP2pBytes == M);
+	CHECK(n->listen(ctx, d, handle, &lc) == ncclSuccess);
+	CHECK(connect_pair(n, ctx, d, handle, lc, &sc, &rc) == 0);
+	if (!sc || !rc)
+		return;
+	for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++)
+		CHECK(xfer(n, sc, rc, 1, &one[i][0], &one[i][1], (unsigned)i));
+	CHECK(xfer(n, sc, rc, 3, len, cap, 77)); /* grouped: 4 + 2 + 3 writes */
+	/* one byte above maxP2pBytes: refused, the comm stays usable */
+	big = malloc(M + 1);
+	CHECK(n->regMr(sc, big, M + 1, NCCL_PTR_HOST, &mh) == ncclSuccess);
+	CHECK(n->isend(sc, big, M + 1, 10, mh, NULL, &req) == ncclInvalidArgument && !req);
+	CHECK(n->deregMr(sc, mh) == ncclSuccess);
+	free(big);
+	CHECK(xfer(n, sc, rc, 1, &one[6][0], &one[6][1], 99));
+	CHECK(n->closeSend(sc) == ncclSuccess && n->closeRecv(rc) == ncclSuccess);
+	CHECK(n->closeListen(lc) == ncclSuccess);
+	CHECK(n->finalize(ctx) == ncclSuccess);
+}
+
+static void sc_split_ib(void)
+{
+	setenv("SIMVERBS_LIMITS", "max_msg_sz=65536", 1);
+	split_on("simib0", 1);
+}
+
+static void sc_split_roce_2qp(void)
+{
+	setenv("SIMVERBS_LIMITS", "max_msg_sz=65536", 1);
+	split_on("simroce0", 2);
+}
+
 static void sc_max_comms_1(void)
 {
 	max_comms(1);
@@ -205,5 +350,7 @@ int main(void)
 	run("maxcomms1", sc_max_comms_1);
 	run("maxcomms2", sc_max_comms_2);
 	run("dereg", sc_dereg_pending);
+	run("split-ib", sc_split_ib);
+	run("split-roce-2qp", sc_split_roce_2qp);
 	return nvt_exit("test_limits");
 }

@@ -114,7 +114,7 @@ static void check_props_v12(const ncclNetProperties_v12_t *p, int dev)
 	CHECK(p->regIsGlobal == 1 && (p->ptrSupport & NCCL_PTR_HOST) && p->maxComms > 0);
 	CHECK(p->netDeviceType == NCCL_NET_DEVICE_HOST && p->netDeviceVersion == 0);
 	CHECK(p->vProps.ndevs == 1 && p->vProps.devs[0] == dev && p->forceFlush == 0);
-	CHECK(p->maxP2pBytes == (1ULL << 40) && p->maxCollBytes == (512ULL << 20));
+	CHECK(p->maxP2pBytes == UINT32_MAX && p->maxCollBytes == (512ULL << 20));
 	CHECK(p->maxMultiRequestSize == 1 && p->railId == -1 && p->planeId == -1);
 }
 
@@ -217,9 +217,9 @@ static void sc_old_versions(void)
 		CHECK(p7.maxRecvs == 8 && p7.netDeviceType == 0 && p7.netDeviceVersion == 0);
 		CHECK(p8.regIsGlobal == 1 && p8.speed == p6.speed && p8.netDeviceVersion == 0);
 		CHECK(p9.forceFlush == 0 && p9.vProps.ndevs == 1 && p9.vProps.devs[0] == d);
-		CHECK(p9.maxP2pBytes == (1ULL << 40) && p9.maxCollBytes == (512ULL << 20));
+		CHECK(p9.maxP2pBytes == UINT32_MAX && p9.maxCollBytes == (512ULL << 20));
 		CHECK(p9.maxRecvs == 8 && p9.speed == p6.speed && p9.latency == 0.0f);
-		CHECK(p11.maxMultiRequestSize == 1 && p11.maxP2pBytes == (1ULL << 40));
+		CHECK(p11.maxMultiRequestSize == 1 && p11.maxP2pBytes == UINT32_MAX);
 		CHECK(p11.guid == p6.guid && p11.ptrSupport == p6.ptrSupport);
 	}
 	CHECK(v10->makeVDevice(&vd, &vp) == ncclSuccess && vd == nd);
