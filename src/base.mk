@@ -80,6 +80,15 @@ TESTS += test/unit/test_limits
 test_unit_test_limits_SOURCES = test/unit/test_limits.c
 test_unit_test_limits_LDADD = $(IBVERBS_LIBS)
 EXTRA_test_unit_test_limits_DEPENDENCIES = libnccl-net-verbs.la
+# 2-3 GiB messages, every byte checked (~6.5 GiB of memory, about a minute):
+# built with the tests, run only by `make check-large`.
+check_PROGRAMS += test/unit/test_large
+test_unit_test_large_SOURCES = test/unit/test_large.c
+test_unit_test_large_LDADD = $(IBVERBS_LIBS)
+EXTRA_test_unit_test_large_DEPENDENCIES = libnccl-net-verbs.la
+check-large: test/unit/test_large$(EXEEXT) libnccl-net-verbs.la
+	@$(AM_TESTS_ENVIRONMENT) ./test/unit/test_large$(EXEEXT)
+.PHONY: check-large
 # NIC fusion end to end (three simverbs devices, data through merged vNICs).
 check_PROGRAMS += test/unit/test_vnic
 TESTS += test/unit/test_vnic

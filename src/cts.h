@@ -37,7 +37,7 @@ static inline int nv_cts_entry_bad(const struct nv_cts_entry *x, uint32_t n, int
 {
 	int d;
 
-	if (x->nreqs != n || x->size > INT_MAX || (x->size && !x->addr) ||
+	if (x->nreqs != n || x->size > UINT32_MAX || (x->size && !x->addr) ||
 	    x->addr + x->size < x->addr)
 		return 1;
 	for (d = 0; x->size && d < rdevs && d < NV_CTS_MAX_DEVS; d++)

@@ -30,7 +30,8 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 	INT_ROW(NV_PARAM_IB_DISABLE, "NCCL_IB_DISABLE", 0, 0, 1,
 		"1: do not use the plugin (init fails, NCCL falls back)"),
 	STR_ROW(NV_PARAM_IB_HCA, "NCCL_IB_HCA", NULL, nv_check_hca,
-		"HCA/port filter: [^][=]name[:port[:rail[:plane]]],... (prefix match unless =)"),
+		"HCA/port filter: [^][=]name[:port[:rail[:plane]]],... (prefix match unless =; "
+		"at most 32 entries, names < 64 characters)"),
 	INT_ROW(NV_PARAM_IB_GID_INDEX, "NCCL_IB_GID_INDEX", -1, -1, 65535,
 		"RoCE GID index; -1: auto-select (family, range, RoCE version)"),
 	INT_ROW(NV_PARAM_IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", 2, 1, 2,
@@ -50,7 +51,7 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 	INT_ROW(NV_PARAM_IB_FIFO_TC, "NCCL_IB_FIFO_TC", -1, -1, 255,
 		"traffic class of the clear-to-send FIFO QP traffic; -1: same as NCCL_IB_TC"),
 	INT_ROW(NV_PARAM_IB_PKEY, "NCCL_IB_PKEY", 0, 0, 65535,
-		"P_Key INDEX used by the QPs"),
+		"P_Key INDEX used by the QPs; checked against each port's P_Key table at init"),
 	INT_ROW(NV_PARAM_IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", 1, 1, 128,
 		"data QPs per connection and device"),
 	INT_ROW(NV_PARAM_IB_SPLIT_DATA_ON_QPS, "NCCL_IB_SPLIT_DATA_ON_QPS", 0, 0, 1,

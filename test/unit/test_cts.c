@@ -53,10 +53,15 @@ static void test_slot(void)
 	e[0].addr = 0;
 	e[0].rkey[0] = 0;
 	CHECK(nv_cts_slot_check(e, 7, 2, why, sizeof(why)) == 1);	/* zero-byte receive */
+	e[0].size = UINT32_MAX; /* the largest receive (maxP2pBytes <= 4 GiB - 1) */
+	e[0].addr = 1ull << 40;
+	e[0].rkey[0] = 5;
+	CHECK(nv_cts_slot_check(e, 7, 2, why, sizeof(why)) == 1);
 	HOSTILE(e[0].nreqs = 0, "0 grouped");
 	HOSTILE(e[0].nreqs = 200, "200 grouped");
 	HOSTILE(e[1].nreqs = 2, "entry 1");
 	HOSTILE(e[2].size = 1ull << 40, "entry 2");
+	HOSTILE(e[2].size = 1ull << 32, "entry 2");	/* sizes are 32-bit unsigned */
 	HOSTILE(e[1].addr = 0, "entry 1");
 	HOSTILE(e[1].addr = UINT64_MAX - 10, "entry 1");		/* wraps */
 	HOSTILE(e[2].rkey[1] = 0, "entry 2");				/* second device */

@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(n >= 1 && n <= NV_CTS_MAX_RECVS);
 	for (r = 0; r < n; r++) {
 		FUZZ_ASSERT(e[r].seq == seq + 1 && e[r].nreqs == n);
-		FUZZ_ASSERT(e[r].size <= INT_MAX);
+		FUZZ_ASSERT(e[r].size <= UINT32_MAX); /* sizes are 32-bit unsigned */
 		FUZZ_ASSERT(e[r].addr + e[r].size >= e[r].addr);
 		if (e[r].size) {
 			FUZZ_ASSERT(e[r].addr != 0);
