@@ -59,6 +59,12 @@ static void test_slot(void)
 	CHECK(nv_cts_slot_check(e, 7, 2, why, sizeof(why)) == 1);
 	HOSTILE(e[0].nreqs = 0, "0 grouped");
 	HOSTILE(e[0].nreqs = 200, "200 grouped");
+	HOSTILE(e[0].nreqs = 9, "9 grouped receives (max 8)");	/* just past the bound */
+	fill(7, 8);							/* at the bound */
+	CHECK(nv_cts_slot_check(e, 7, 2, why, sizeof(why)) == 1);
+	fill(7, 8);
+	e[7].nreqs = 7;	/* the last entry of a full group disagrees */
+	CHECK(nv_cts_slot_check(e, 7, 2, why, sizeof(why)) == -1 && strstr(why, "entry 7"));
 	HOSTILE(e[1].nreqs = 2, "entry 1");
 	HOSTILE(e[2].size = 1ull << 40, "entry 2");
 	HOSTILE(e[2].size = 1ull << 32, "entry 2");	/* sizes are 32-bit unsigned */

@@ -13,7 +13,10 @@
  *   - maxP2pBytes: with max_msg_sz lowered to 64 KiB, messages are split
  *     into writes the port takes, every size up to maxP2pBytes arrives whole
  *     with exact sizes (truncation too, grouped, 1 and 2 QPs, IB and RoCE)
- *     and one byte more is refused (test/unit/test_large: 2-3 GiB messages).
+ *     and one byte more is refused (test/unit/test_large: 2-3 GiB messages);
+ *   - sticky errors after the deregistered-buffer fault, and the grouped
+ *     receive bound (8 work, 9 and 0 are refused, the comm stays usable):
+ *     second tests of behaviours fault_qp / test_cts guard.
  * Each scenario runs in its own process and fabric.
  */
 #include "config.h"
@@ -155,8 +158,9 @@ static void sc_dereg_pending(void)
 	size_t cap = 1 << 16;
 	int tag = 3, done = 0, d, sz[1];
 	ncclResult_t sres = ncclSuccess, rres = ncclSuccess;
+	time_t t0;
 
-	CHECK(n && n->init(&ctx, 1, NULL, NULL, NULL) == ncclSuccess);
+	CHECK(n && n->init(&ctx, 1, NULL, nvt_logger, NULL) == ncclSuccess);
 	if (!ctx)
 		return;
 	d = find(n, "simib0");
@@ -182,6 +186,18 @@ static void sc_dereg_pending(void)
 	if (rres == ncclSuccess)
 		fprintf(stderr, "the receive into a deregistered buffer is still %s after 10 s\n",
 			done ? "reported done" : "pending");
+	/* sticky (a second test of it, on another fault than fault_qp's): every
+	 * later call on either comm fails at once and repeats the first cause */
+	nvt_log_clear();
+	t0 = time(NULL);
+	sr = rr = NULL;
+	CHECK(n->irecv(rc, 1, &data, &cap, &tag, &rmh, NULL, &rr) != ncclSuccess && !rr);
+	CHECK(n->isend(sc, sb, 64, tag, smh, NULL, &sr) != ncclSuccess && !sr);
+	CHECK(n->isend(sc, sb, 64, tag, smh, NULL, &sr) != ncclSuccess && !sr);
+	CHECK(time(NULL) - t0 <= 2);
+	CHECK(strstr(nvt_warns, "irecv on the failed connection") != NULL);
+	CHECK(strstr(nvt_warns, "isend on the failed connection") != NULL);
+	CHECK(strstr(nvt_warns, "remote access error") != NULL); /* the sender's first cause */
 	CHECK(n->deregMr(sc, smh) == ncclSuccess);
 	CHECK(n->closeSend(sc) == ncclSuccess && n->closeRecv(rc) == ncclSuccess);
 	CHECK(n->closeListen(lc) == ncclSuccess);
@@ -330,6 +346,53 @@ static void sc_split_roce_2qp(void)
 	split_on("simroce0", 2);
 }
 
+/*
+ * The grouped-receive bound from the receiver's side (a second test of it:
+ * fault_qp and test_cts check a hostile CTS at the sender): 8 grouped
+ * receives arrive with exact sizes, 9 are refused naming the bound, and the
+ * comm is still usable afterwards.
+ */
+static void sc_groups(void)
+{
+	ncclNet_v12_t *n = load();
+	char handle[NCCL_NET_HANDLE_MAXSIZE], buf[9][64];
+	void *ctx = NULL, *lc = NULL, *sc = NULL, *rc = NULL, *req = NULL, *data[9], *mh[9];
+	size_t len[8], cap[8], caps[9];
+	int tags[9], d;
+
+	CHECK(n && n->init(&ctx, 1, NULL, nvt_logger, NULL) == ncclSuccess);
+	if (!ctx)
+		return;
+	d = find(n, "simib0");
+	CHECK(d >= 0 && n->listen(ctx, d, handle, &lc) == ncclSuccess);
+	CHECK(connect_pair(n, ctx, d, handle, lc, &sc, &rc) == 0);
+	if (!sc || !rc)
+		return;
+	for (int k = 0; k < 8; k++) {
+		len[k] = 1000 + 333 * (size_t)k;
+		cap[k] = k == 5 ? 700 : 4096; /* one of them truncated */
+	}
+	CHECK(xfer(n, sc, rc, 8, len, cap, 5));
+	for (int k = 0; k < 9; k++) {
+		data[k] = buf[k];
+		caps[k] = sizeof(buf[k]);
+		tags[k] = k;
+		mh[k] = NULL;
+	}
+	CHECK(n->regMr(rc, buf, sizeof(buf), NCCL_PTR_HOST, &mh[0]) == ncclSuccess);
+	for (int k = 1; k < 9; k++)
+		mh[k] = mh[0];
+	nvt_log_clear();
+	CHECK(n->irecv(rc, 9, data, caps, tags, mh, NULL, &req) == ncclInvalidArgument && !req);
+	CHECK(strstr(nvt_warns, "9 grouped receives, allowed 1..8") != NULL);
+	CHECK(n->irecv(rc, 0, data, caps, tags, mh, NULL, &req) == ncclInvalidArgument && !req);
+	CHECK(n->deregMr(rc, mh[0]) == ncclSuccess);
+	CHECK(xfer(n, sc, rc, 2, len, cap, 6)); /* still usable */
+	CHECK(n->closeSend(sc) == ncclSuccess && n->closeRecv(rc) == ncclSuccess);
+	CHECK(n->closeListen(lc) == ncclSuccess);
+	CHECK(n->finalize(ctx) == ncclSuccess);
+}
+
 static void sc_max_comms_1(void)
 {
 	max_comms(1);
@@ -351,6 +414,7 @@ int main(void)
 	run("maxcomms2", sc_max_comms_2);
 	run("dereg", sc_dereg_pending);
 	run("split-ib", sc_split_ib);
+	run("groups", sc_groups);
 	run("split-roce-2qp", sc_split_roce_2qp);
 	return nvt_exit("test_limits");
 }
