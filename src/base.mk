@@ -80,6 +80,13 @@ TESTS += test/unit/test_limits
 test_unit_test_limits_SOURCES = test/unit/test_limits.c
 test_unit_test_limits_LDADD = $(IBVERBS_LIBS)
 EXTRA_test_unit_test_limits_DEPENDENCIES = libnccl-net-verbs.la
+# GPUDirect detected (fake peer-memory marker, simverbs' dma-buf): properties
+# against their sources, CUDA-typed and dma-buf receives flushed.
+check_PROGRAMS += test/unit/test_gdr
+TESTS += test/unit/test_gdr
+test_unit_test_gdr_SOURCES = test/unit/test_gdr.c
+test_unit_test_gdr_LDADD = $(IBVERBS_LIBS)
+EXTRA_test_unit_test_gdr_DEPENDENCIES = libnccl-net-verbs.la
 # 2-3 GiB messages, every byte checked (~6.5 GiB of memory, about a minute):
 # built with the tests, run only by `make check-large`.
 check_PROGRAMS += test/unit/test_large
