@@ -458,7 +458,8 @@ static int nv_send_slot_claim(struct nv_send_comm *s, uint64_t seq, int nreqs)
 
 /*
  * isend for a slot of one receive on a one-QP comm, whose entry arrived
- * (e->seq checked by the caller): the same checks, matching and chain as
+ * (e->seq checked by the caller), of a message one RDMA write carries
+ * (size <= wr_bytes, checked by the caller): the same checks, matching and chain as
  * the general path below, without its bookkeeping for grouped slots.
  */
 static inline nv_status_t nv_isend_single(struct nv_send_comm *s, const struct nv_cts_entry *e,
@@ -530,7 +531,7 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 		return NV_ERR_INVALID;
 	}
 	e = ((struct nv_send_ctrl *)c->ctrl)->fifo[s->head % NV_FIFO_SLOTS];
-	if (nv_likely(c->nq == 1 && size &&
+	if (nv_likely(c->nq == 1 && size && size <= s->wr_bytes && /* one write carries it */
 		      __atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) == s->head + 1 &&
 		      e[0].nreqs == 1))
 		return nv_isend_single(s, e, data, size, tag, mhandle, phandle, request);
