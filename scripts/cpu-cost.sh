@@ -17,7 +17,8 @@
 # which depends on load. Sizes: 8 B and 512 KiB.
 #
 # Environment: NV_BUILD_DIR (default build/), CC_N1/CC_N2 (loopback rounds,
-# default 200/400), CC_P1/CC_P2 (two-process iterations, default 100/200),
+# default 200/400), CC_P1/CC_P2 (two-process iterations, default 100/300),
+# CC_REPS (two-process pairs, median reported; default 3),
 # CC_PATTERNS (default "loopback latency sendrecv"), CC_SIZES (default
 # "8 524288"), NCCL_NET_BENCH_NCCL_LIB (NCCL library; default the CUDA
 # toolkit's). Prints a table; exits non-zero when a run fails.
@@ -38,7 +39,7 @@ else
 	fabric=real
 fi
 unset SIMVERBS_LEAK_CHECK
-n1=${CC_N1:-200} n2=${CC_N2:-400} p1=${CC_P1:-100} p2=${CC_P2:-200}
+n1=${CC_N1:-200} n2=${CC_N2:-400} p1=${CC_P1:-100} p2=${CC_P2:-300} nrep=${CC_REPS:-3}
 patterns=${CC_PATTERNS:-loopback latency sendrecv}
 sizes=${CC_SIZES:-8 524288}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cpucost.XXXXXX")
@@ -78,6 +79,18 @@ obj_ir() {
 	END { printf "%.0f\n", sum }' "$1"*
 }
 
+# Calls of function $2 (the plugin's test()) summed over callgrind files $1*.
+fn_calls() {
+	awk -v want="$2" '
+	FNR == 1 { delete fname }
+	/^c?fn=/ { s = substr($0, index($0, "=") + 1)
+		if (match(s, /^\([0-9]+\)/)) { id = substr(s, 1, RLENGTH); rest = substr(s, RLENGTH + 2)
+			if (rest != "") fname[id] = rest; s = fname[id] }
+		cur = (substr($0, 1, 1) == "c") ? s : ""; next }
+	/^calls=/ { if (cur == want) { split(substr($0, 7), t, " "); n += t[1] } next }
+	END { printf "%.0f\n", n }' "$1"*
+}
+
 # run PATTERN PLUGIN SIZE N OUT: one callgrind run, files OUT.*
 run() {
 	local vg=(valgrind --tool=callgrind --callgrind-out-file="$5.%p")
@@ -89,21 +102,29 @@ run() {
 	esac >"$5.log" 2>&1 || { echo "cpu-cost: $1 $3 B with $2 failed:" >&2; tail -n 20 "$5.log" >&2; exit 1; }
 }
 
-# per_msg PATTERN PLUGIN SIZE OBJ: instructions per message
+# per_msg PATTERN PLUGIN SIZE OBJ TESTFN: instructions per message; for the
+# two-process patterns (median over CC_REPS differenced pairs, as their polls
+# vary) followed by "/T": the test() calls per message behind that figure
 per_msg() {
-	local a b lo hi msgs
-	case $1 in loopback) lo=$n1 hi=$n2 msgs=1 ;; latency) lo=$p1 hi=$p2 msgs=2 ;; *) lo=$p1 hi=$p2 msgs=1 ;; esac
-	run "$1" "$2" "$3" "$lo" "$tmp/a"
-	run "$1" "$2" "$3" "$hi" "$tmp/b"
-	a=$(obj_ir "$tmp/a." "$4")
-	b=$(obj_ir "$tmp/b." "$4")
-	rm -f "$tmp"/a.* "$tmp"/b.*
-	awk -v a="$a" -v b="$b" -v n=$((hi - lo)) -v m=$msgs 'BEGIN { printf "%.0f", (b - a) / n / m }'
+	local a b ta tb lo hi msgs reps=1 two=1 k vals=()
+	case $1 in loopback) lo=$n1 hi=$n2 msgs=1 two=0 ;; latency) lo=$p1 hi=$p2 msgs=2 reps=$nrep ;; *) lo=$p1 hi=$p2 msgs=1 reps=$nrep ;; esac
+	for k in $(seq 1 "$reps"); do
+		run "$1" "$2" "$3" "$lo" "$tmp/a"
+		run "$1" "$2" "$3" "$hi" "$tmp/b"
+		a=$(obj_ir "$tmp/a." "$4"); ta=$(fn_calls "$tmp/a." "$5")
+		b=$(obj_ir "$tmp/b." "$4"); tb=$(fn_calls "$tmp/b." "$5")
+		rm -f "$tmp"/a.* "$tmp"/b.*
+		vals+=("$(awk -v a="$a" -v b="$b" -v ta="$ta" -v tb="$tb" -v n=$((hi - lo)) -v m=$msgs \
+			'BEGIN { printf "%.0f %.1f", (b - a) / n / m, (tb - ta) / n / m }')")
+	done
+	printf '%s\n' "${vals[@]}" | sort -n | awk -v two=$two '{ v[NR] = $1; t[NR] = $2 }
+		END { k = int((NR + 1) / 2); if (two) printf "%s/%s\n", v[k], t[k]; else print v[k] }'
 }
 
 echo "# cpu-cost on $fabric: instructions of the plugin's own object per message (callgrind)"
+echo "# two-process rows: instructions/test() calls per message (polls while waiting included)"
 printf "%-9s %8s" pattern size
-for l in "${labels[@]}"; do printf " %9s" "$l"; done
+for l in "${labels[@]}"; do printf " %13s" "$l"; done
 [ ${#plugins[@]} -gt 1 ] && printf " %7s" ratio
 echo
 for pat in $patterns; do
@@ -111,11 +132,11 @@ for pat in $patterns; do
 		printf "%-9s %8s" "$pat" "$s"
 		vals=()
 		for i in "${!plugins[@]}"; do
-			obj=libnccl-net-verbs.so
-			[ "${labels[$i]}" = NCCL-IB ] && obj=$(basename "$nccl")
-			v=$(per_msg "$pat" "${plugins[$i]}" "$s" "$obj")
-			vals+=("$v")
-			printf " %9s" "$v"
+			obj=libnccl-net-verbs.so testfn=nv_test
+			[ "${labels[$i]}" = NCCL-IB ] && obj=$(basename "$nccl") testfn="ncclIbTest(void*, int*, int*)"
+			v=$(per_msg "$pat" "${plugins[$i]}" "$s" "$obj" "$testfn")
+			vals+=("${v%%/*}")
+			printf " %13s" "$v"
 		done
 		[ ${#vals[@]} -gt 1 ] &&
 			awk -v a="${vals[0]}" -v b="${vals[1]}" 'BEGIN { printf " %7.2f", (b > 0 ? a / b : 0) }'
