@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <infiniband/verbs.h>
 #include "config.h"
@@ -33,6 +34,9 @@
  * it did (no device, context or object can exist otherwise). */
 nv_status_t nv_ibv_load(const char *lib);
 bool nv_ibv_loaded(void);
+/* Lines for nccl-net-verbs-info: each optional verb the loaded library lacks
+ * and what that costs, or that none is missing. */
+void nv_ibv_describe(FILE *out);
 
 /* Device list and context */
 nv_status_t nv_ibv_get_device_list(struct ibv_device ***list, int *n);

@@ -106,19 +106,38 @@ static const char *nv_syms_bind(void *h, char *err, size_t errlen)
 	return NULL;
 }
 
-static void nv_syms_report(const char *lib)
+/* Calls fn once per loss: each optional row not bound (ECE's two rows once). */
+static int nv_syms_missing(void (*fn)(const struct nv_sym_row *r, void *arg), void *arg)
 {
 	const char *prev = NULL;
+	int n = 0;
 
-	NV_INFO(NV_SUB_INIT, "loaded %s", lib);
 	for (size_t i = 0; i < NV_ARRAY_SIZE(nv_sym_rows); i++) {
 		const struct nv_sym_row *r = &nv_sym_rows[i];
 
 		if (!r->lost || *r->slot || (prev && !strcmp(prev, r->lost)))
 			continue;
-		NV_INFO(NV_SUB_INIT, "%s has no %s@%s: %s", lib, r->name, r->version, r->lost);
+		fn(r, arg);
 		prev = r->lost;
+		n++;
 	}
+	return n;
+}
+
+static void nv_sym_log(const struct nv_sym_row *r, void *lib)
+{
+	NV_INFO(NV_SUB_INIT, "%s has no %s@%s: %s", (const char *)lib, r->name, r->version, r->lost);
+}
+
+static void nv_sym_print(const struct nv_sym_row *r, void *out)
+{
+	fprintf(out, "  no %s@%s: %s\n", r->name, r->version, r->lost);
+}
+
+static void nv_syms_report(const char *lib)
+{
+	NV_INFO(NV_SUB_INIT, "loaded %s", lib);
+	nv_syms_missing(nv_sym_log, (void *)lib);
 }
 
 nv_status_t nv_ibv_load(const char *env)
@@ -156,6 +175,16 @@ nv_status_t nv_ibv_load(const char *env)
 out_unlock:
 	pthread_mutex_unlock(&nv_load_lock);
 	return st;
+}
+
+void nv_ibv_describe(FILE *out)
+{
+	pthread_mutex_lock(&nv_load_lock);
+	if (!nv_ibv_handle)
+		fprintf(out, "  not loaded\n");
+	else if (!nv_syms_missing(nv_sym_print, out))
+		fprintf(out, "  every optional verb present (IBVERBS_1.8, 1.10, 1.11, 1.12, 1.16)\n");
+	pthread_mutex_unlock(&nv_load_lock);
 }
 
 bool nv_ibv_loaded(void)

@@ -310,6 +310,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	print_ports();
+	printf("\nlibibverbs (%s):\n", nv_param_str(NV_PARAM_IBVERBS_LIB) ?
+	       nv_param_str(NV_PARAM_IBVERBS_LIB) : "libibverbs.so.1");
+	nv_ibv_describe(stdout);
 	if (nv_devices_init() != NV_OK) {
 		printf("\nThe plugin would not start: no usable device (see above).\n");
 		return 1;

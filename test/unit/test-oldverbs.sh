@@ -22,6 +22,14 @@ objdump -T "$PLUGIN" | grep -q '[[:space:]]ibv_' && bad "plugin imports ibv_ sym
 # old rdma-core: init works with the degradations logged, and data moves
 LD_LIBRARY_PATH="$OLD" "$T" old || bad "init over the old rdma-core"
 LD_LIBRARY_PATH="$OLD" "$B/test/e2e/e2e_loopback" >/dev/null 2>&1 || bad "e2e_loopback over the old rdma-core"
+# nccl-net-verbs-info lists what the old library lacks, and nothing on simverbs' own
+INFO="$B/nccl-net-verbs-info"
+if [ -x "$INFO" ]; then
+	out=$(LD_LIBRARY_PATH="$OLD" "$INFO" 2>&1)
+	case "$out" in *"no ibv_reg_dmabuf_mr@IBVERBS_1.12: no dma-buf"*) ;; *) bad "info over the old rdma-core: $out" ;; esac
+	out=$("$INFO" 2>&1)
+	case "$out" in *"every optional verb present"*) ;; *) bad "info over simverbs: $out" ;; esac
+fi
 # NCCL_IBVERBS_LIB picks the library (here the old one, by path)
 LD_LIBRARY_PATH="$OLD" NCCL_IBVERBS_LIB="$OLD/libibverbs.so.1" "$T" old || bad "NCCL_IBVERBS_LIB=path"
 
