@@ -658,6 +658,60 @@ static inline int nv_recv_room(const struct nv_recv_comm *rc)
 	return 1;
 }
 
+/*
+ * irecv of one buffer on a one-QP one-device comm: the same entry, RECV
+ * and clear-to-send as the general path below, without its loops.
+ */
+static inline nv_status_t nv_irecv_single(struct nv_recv_comm *rc, void *data, size_t size,
+					  int tag, const struct nv_mhandle *mh, void *phandle,
+					  void **request)
+{
+	struct nv_comm *c = &rc->base;
+	struct nv_comm_qp *q = &c->qps[rc->head % (uint64_t)c->nqps];
+	struct ibv_recv_wr *wr = &rc->recv_wr, *bad;
+	struct nv_cts_entry *e;
+	struct nv_request *req;
+	nv_status_t st;
+
+	if (!nv_recv_room(rc) && (nv_comm_progress(c) != NV_OK || !nv_recv_room(rc)))
+		return c->error;
+	req = nv_req_get(c, NV_REQ_RECV);
+	if (!req)
+		return nv_comm_liveness(c, NULL);
+	req->phandle[0] = phandle;
+	req->seq = rc->head;
+	req->mem_kind = (uint8_t)mh->kind;
+	/* capacity above 4 GiB - 1 is told as UINT32_MAX (see the general path) */
+	req->sizes[0] = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
+	e = &((struct nv_recv_ctrl *)c->ctrl)->shadow[req->seq % NV_FIFO_SLOTS][0];
+	e->addr = (uintptr_t)data;
+	e->size = (uint64_t)req->sizes[0];
+	e->rkey[0] = mh->rkey[0];
+	e->tag = (uint32_t)tag;
+	e->nreqs = 1;
+	e->seq = req->seq + 1;
+	wr->wr_id = NV_WRID(NV_WR_RECV, 0, (uint32_t)(q - c->qps), req->idx);
+	q->recv_outstanding++;
+	if (nv_unlikely(nv_prof_cb != NULL))
+		nv_prof_qp_start(req, phandle, q->dev, q->qp->qp_num, IBV_WC_RECV_RDMA_WITH_IMM,
+				 (size_t)req->sizes[0], wr->wr_id);
+	if (nv_ibv_post_recv(q->qp, wr, &bad) != NV_OK) {
+		nv_comm_fail(c, NV_ERR_SYSTEM, "posting a receive on QP 0x%x (from %s) failed",
+			     q->qp->qp_num, c->peer);
+		nv_req_put(c, req);
+		return c->error;
+	}
+	req->pending = 1;
+	st = nv_recv_post_cts(rc, req, 1);
+	if (st != NV_OK) {
+		nv_req_put(c, req);
+		return st;
+	}
+	rc->head++;
+	*request = req;
+	return NV_OK;
+}
+
 nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			 void **mhandles, void **phandles, void **request)
 {
@@ -684,6 +738,9 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 			return NV_ERR_INVALID;
 		}
 	}
+	if (nv_likely(n == 1 && c->nq == 1 && c->ndevs == 1 && mhandles && mhandles[0]))
+		return nv_irecv_single(rc, data[0], sizes[0], tags[0], mhandles[0],
+				       phandles ? phandles[0] : NULL, request);
 	if (!nv_recv_room(rc) && (nv_comm_progress(c) != NV_OK || !nv_recv_room(rc)))
 		return c->error;
 	req = nv_req_get(c, NV_REQ_RECV);
