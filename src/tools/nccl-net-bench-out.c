@@ -339,7 +339,7 @@ void nb_out_compare(int t, const struct nb_result *rs, int n, const struct nb_ct
 			double v = r ? (lat ? r->time_us : r->busbw) : 0;
 			double b = lat ? base->time_us : base->busbw;
 
-			printf(" %12.3f %8.2f", v, b > 0 ? v / b : 0);
+			printf(" %12.3f %8.3g", v, b > 0 ? v / b : 0);
 		}
 		printf("\n");
 	}
