@@ -53,8 +53,14 @@ if [ -z "${NV_FRESH_IN_NS:-}" ]; then
 	rm -rf "$logs"
 	mkdir -p "$logs"
 	: >"$results"
+	# In the background (so that the traps run at once), an asynchronous
+	# command ignores SIGINT: an interruption is passed on as SIGTERM, and we
+	# wait for the inner run to finish its clean-up.
+	NV_FRESH_IN_NS=1 unshare --mount --propagation private -- "$0" "$@" &
+	inner=$!
+	trap 'kill -TERM "$inner" 2>/dev/null' INT TERM HUP
 	rc=0
-	NV_FRESH_IN_NS=1 unshare --mount --propagation private -- "$0" "$@" || rc=$?
+	until wait "$inner"; rc=$?; ! kill -0 "$inner" 2>/dev/null; do :; done
 	# a run killed before writing its verdict counts as failed, never as passed
 	[ -s "$results" ] || echo "passed=0 failed=1 skipped=0" >"$results"
 	exit $rc
@@ -109,11 +115,23 @@ fi
 
 # ---- the root, its mounts, and their clean-up -------------------------------
 mkdir -p "$cache/archives/partial" "$cache/debootstrap"
+# roots left by a run that was killed outright (its mounts died with it)
+find /var/tmp -maxdepth 1 -name 'nv-fresh.*' -mmin +1440 -exec rm -rf --one-file-system {} + 2>/dev/null || true
 root=$(mktemp -d /var/tmp/nv-fresh.XXXXXX)
 mounts=()
+cur=""	# the long command running now (see run_bg), stopped by an interruption
+run_bg() {	# run_bg CMD...: run CMD in the background and wait, so that the traps run at once
+	local rc=0
+	"$@" &
+	cur=$!
+	wait "$cur" || rc=$?
+	cur=""
+	return "$rc"
+}
 cleanup() {
 	local i rc=$?
-	trap - EXIT INT TERM HUP
+	trap '' INT TERM HUP	# a second interruption must not stop the clean-up half way
+	trap - EXIT
 	for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
 		umount -l "${mounts[$i]}" 2>/dev/null || true
 	done
@@ -122,10 +140,18 @@ cleanup() {
 	elif ! grep -qE " $root(/| )" /proc/self/mounts; then
 		rm -rf --one-file-system "$root"
 	fi
+	[ "$rc" -lt 128 ] || echo "fresh-check: interrupted (exit $rc): mounts gone, root $root deleted"
 	exit "$rc"
 }
 trap cleanup EXIT
-trap 'echo "fresh-check: interrupted"; exit 130' INT TERM HUP
+interrupted() {
+	if [ -n "$cur" ]; then
+		kill -TERM "$cur" 2>/dev/null || true	# timeout passes it on to the whole command
+		wait "$cur" 2>/dev/null || true
+	fi
+	exit 130
+}
+trap interrupted INT TERM HUP
 mnt() {	# mnt ARGS... TARGET: mount and remember TARGET for the clean-up
 	mount "$@"
 	mounts+=("${!#}")
@@ -153,13 +179,13 @@ if [ -s "$base" ] && [ -n "$(find "$base" -mtime -7)" ]; then
 	tar -xzf "$base" -C "$root"
 else
 	printf 'fresh root: debootstrap --variant=minbase %s, then apt-get install git... ' "$suite"
-	debootstrap --variant=minbase --cache-dir="$cache/debootstrap" "$suite" "$root" "$mirror" \
+	run_bg debootstrap --variant=minbase --cache-dir="$cache/debootstrap" "$suite" "$root" "$mirror" \
 		>"$logs/debootstrap.log" 2>&1 || { echo "FAILED (see $logs/debootstrap.log)"; exit 1; }
 	cp /etc/resolv.conf "$root/etc/resolv.conf"
 	mnt --bind "$cache/archives" "$root/var/cache/apt/archives"
 	mnt -t proc proc "$root/proc"
-	in_root apt-get -q update >"$logs/git.log" 2>&1 &&
-		in_root apt-get install -y -q --no-install-recommends git >>"$logs/git.log" 2>&1 ||
+	run_bg in_root apt-get -q update >"$logs/git.log" 2>&1 &&
+		run_bg in_root apt-get install -y -q --no-install-recommends git >>"$logs/git.log" 2>&1 ||
 		{ echo "FAILED (see $logs/git.log)"; exit 1; }
 	umount "$root/proc" "$root/var/cache/apt/archives"
 	mounts=("$root")
@@ -194,7 +220,7 @@ if want bench; then
 	[ "${NV_FRESH_FULL:-0}" = 1 ] && quick=NB_QUICK=0
 	echo "== $quick scripts/bench.sh (in the fresh root)"
 	t=$(date +%s) rc=0
-	in_root timeout 1800 env "$quick" sh -c "cd $src && scripts/bench.sh" >"$logs/bench.log" 2>&1 || rc=$?
+	run_bg in_root timeout 1800 env "$quick" sh -c "cd $src && scripts/bench.sh" >"$logs/bench.log" 2>&1 || rc=$?
 	grep -E '^(installing|updating|building|configuring|bootstrapping)' "$logs/bench.log" | sed 's/^/  /' || true
 	sed -n '/^== summary/,$p' "$logs/bench.log" | sed 's/^/  /'
 	verdict bench "$rc" "$t"
@@ -204,7 +230,7 @@ fi
 if want test; then
 	echo "== scripts/test.sh (in the fresh root)"
 	t=$(date +%s) rc=0
-	in_root timeout 2400 sh -c "cd $src && scripts/test.sh" >"$logs/test.log" 2>&1 || rc=$?
+	run_bg in_root timeout 2400 sh -c "cd $src && scripts/test.sh" >"$logs/test.log" 2>&1 || rc=$?
 	grep -E '^(make check:|check-extra:|[0-9]+ passed, [0-9]+ failed$)' "$logs/test.log" | sed 's/^/  /' || true
 	verdict test "$rc" "$t"
 fi
@@ -242,7 +268,7 @@ grep -q "plugin Verbs from libnccl-net-verbs.so," /tmp/nb.out
 /usr/bin/nccl-net-bench -l --timeout 60 | tee /tmp/nbl.out
 grep -q simib0 /tmp/nbl.out
 EOF
-	in_root timeout 1200 bash /root/package.sh >"$logs/package.log" 2>&1 || rc=$?
+	run_bg in_root timeout 1200 bash /root/package.sh >"$logs/package.log" 2>&1 || rc=$?
 	grep -E '^# nccl-net-bench: .*plugin|^# Avg bus bandwidth' "$logs/package.log" | head -n 3 | sed 's/^/  /' || true
 	if [ "$rc" -eq 0 ]; then
 		mkdir -p "$logs/deb"
