@@ -146,7 +146,10 @@ cleanup() {
 trap cleanup EXIT
 interrupted() {
 	if [ -n "$cur" ]; then
-		kill -TERM "$cur" 2>/dev/null || true	# timeout passes it on to the whole command
+		# cur may be the subshell of a function (in_root): stop its child first,
+		# which is timeout (passing it on to the whole step) or the command itself
+		pkill -TERM -P "$cur" 2>/dev/null || true
+		kill -TERM "$cur" 2>/dev/null || true
 		wait "$cur" 2>/dev/null || true
 	fi
 	exit 130
