@@ -1,7 +1,7 @@
 /*
  * simverbs device configuration: the default device pair, SIMVERBS_DEVICES,
  * SIMVERBS_CONFIG and SIMVERBS_LIMITS (syntax in README.md).  Every process of
- * one fabric must see the same device list (same host, same HCAs).
+ * one simulated host must see the same device list (same HCAs).
  */
 #include <ctype.h>
 #include <endian.h>
@@ -125,7 +125,7 @@ static void sv_dev_defaults(struct sv_device *d, const char *name, uint32_t ll)
 	d->lim = dflt;
 	for (int p = 0; p < SV_MAX_PORTS; p++) {
 		d->ports[p].state = IBV_PORT_ACTIVE;
-		d->ports[p].mtu = SV_DEFAULT_MTU;
+		d->ports[p].cfg_mtu = SV_DEFAULT_MTU;
 		d->ports[p].speed = ll == IBV_LINK_LAYER_ETHERNET ? SV_DEFAULT_ETH_SPEED
 								  : SV_DEFAULT_IB_SPEED;
 		d->ports[p].width = SV_DEFAULT_WIDTH;
@@ -202,6 +202,14 @@ static int sv_apply_kv(struct sv_device *d, const char *k, const char *v)
 		d->node_guid = htobe64(strtoull(v, NULL, 0));
 		return 0;
 	}
+	if (!strcmp(k, "netdev") || !strcmp(k, "netdev2")) {
+		struct sv_port *pt = &d->ports[k[6] ? 1 : 0];
+
+		if (!*v || strlen(v) >= sizeof(pt->netdev))
+			return EINVAL;
+		snprintf(pt->netdev, sizeof(pt->netdev), "%s", v);
+		return 0;
+	}
 	for (uint32_t p = 0; p < SV_MAX_PORTS && !rc; p++) {
 		struct sv_port *pt = &d->ports[p];
 
@@ -218,7 +226,7 @@ static int sv_apply_kv(struct sv_device *d, const char *k, const char *v)
 		else if (!strcmp(k, "speed_mbps"))
 			pt->speed_mbps = (uint32_t)strtoul(v, NULL, 0);
 		else if (!strcmp(k, "mtu"))
-			rc = sv_parse_mtu(v, &pt->mtu);
+			rc = sv_parse_mtu(v, &pt->cfg_mtu);
 		else if (!strcmp(k, "lid"))
 			pt->lid = (uint16_t)(strtoul(v, NULL, 0) + p);
 		else
@@ -320,8 +328,11 @@ static void sv_finish_device(struct sv_device *d, int idx)
 			pt->lid = (uint16_t)(1 + idx * SV_MAX_PORTS + p);
 		if (d->link_layer == IBV_LINK_LAYER_ETHERNET)
 			pt->lid = 0;
-		sv_build_gid_table(d, pt);
+		pt->mtu = pt->cfg_mtu;
+		atomic_store(&pt->link, IBV_PORT_ACTIVE);
 	}
+	/* host.c adds the host's GUID and LID offsets and builds the GID
+	 * tables once the process knows its host */
 }
 
 /* Builds sv_g.devs once per process.  Returns 0 or a positive errno. */

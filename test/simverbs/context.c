@@ -5,6 +5,7 @@
  * inline wrappers find our query_port / query_device_ex and our ops.
  */
 #include <endian.h>
+#include <net/if.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -30,7 +31,7 @@ static struct sv_device *sv_dev(struct ibv_device *d)
 }
 
 /* Knob entry for dev in the fabric, created on first use. */
-static struct sv_dev_knobs *sv_dev_knobs(struct sv_device *dev)
+struct sv_dev_knobs *sv_dev_knobs(struct sv_device *dev)
 {
 	struct sv_knobs *k = &sv_g.fab->knobs;
 	struct sv_dev_knobs *freek = NULL;
@@ -41,8 +42,9 @@ static struct sv_dev_knobs *sv_dev_knobs(struct sv_device *dev)
 	dev->knobs_fab = sv_g.fab;
 	if (sv_lock())
 		return NULL;
-	for (int i = 0; i < SV_MAX_DEVICES; i++) {
-		if (!strcmp(k->dev[i].name, dev->ibv.name)) {
+	for (int i = 0; i < SV_MAX_DEV_KNOBS; i++) {
+		if (k->dev[i].name[0] && k->dev[i].host == sv_g.host &&
+		    !strcmp(k->dev[i].name, dev->ibv.name)) {
 			dev->knobs = &k->dev[i];
 			break;
 		}
@@ -50,6 +52,7 @@ static struct sv_dev_knobs *sv_dev_knobs(struct sv_device *dev)
 			freek = &k->dev[i];
 	}
 	if (!dev->knobs && freek) {
+		freek->host = sv_g.host;
 		snprintf(freek->name, sizeof(freek->name), "%.31s", dev->ibv.name);
 		dev->knobs = freek;
 	}
@@ -61,15 +64,13 @@ SV_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices);
 struct ibv_device **ibv_get_device_list(int *num_devices)
 {
 	struct ibv_device **list;
-	int rc = sv_devices_init();
+	int rc = sv_host_ready();
 
-	if (!rc)
-		rc = sv_attach();
 	if (rc) {
 		errno = rc;
 		return NULL;
 	}
-	sv_sysfs_create();
+	sv_sysfs_create();	/* rebuilt if another process changed it */
 	list = calloc((size_t)sv_g.ndevs + 1, sizeof(*list));
 	if (!list) {
 		errno = ENOMEM;
@@ -127,6 +128,7 @@ static int sv_ctx_register(struct sv_context *c)
 		if (atomic_load(&e->pid))
 			continue;
 		e->dev_idx = c->dev->idx;
+		e->host = sv_g.host;
 		e->chan_id = c->chan_id;
 		snprintf(e->dev_name, sizeof(e->dev_name), "%.31s", c->dev->ibv.name);
 		atomic_store(&e->pid, sv_g.pid);
@@ -162,7 +164,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	struct sv_context *c;
 	int fd, cmd_fd = -1, rc;
 
-	if (!device || (rc = sv_attach())) {
+	if (!device || (rc = sv_host_ready())) {
 		errno = device ? rc : EINVAL;
 		return NULL;
 	}
@@ -283,13 +285,6 @@ static int sv_query_device_ex(struct ibv_context *ibctx,
 	return 0;
 }
 
-static uint32_t sv_port_state(const struct sv_device *d, uint32_t port)
-{
-	if (d->knobs && (atomic_load(&d->knobs->port_down) & (1u << port)))
-		return IBV_PORT_DOWN;
-	return d->ports[port - 1].state;
-}
-
 static int sv_fill_port(struct sv_context *c, uint8_t port, struct ibv_port_attr *a)
 {
 	const struct sv_device *d = c->dev;
@@ -302,7 +297,9 @@ static int sv_fill_port(struct sv_context *c, uint8_t port, struct ibv_port_attr
 	memset(a, 0, sizeof(*a));
 	a->state = sv_port_state(d, port);
 	a->max_mtu = IBV_MTU_4096;
+	pthread_mutex_lock(&sv_g.port_lock);
 	a->active_mtu = pt->mtu;
+	pthread_mutex_unlock(&sv_g.port_lock);
 	a->gid_tbl_len = SV_GID_TBL_LEN;
 	a->port_cap_flags = eth ? 0x04010000u : 0x2651e848u;
 	a->max_msg_sz = (uint32_t)d->lim.max_msg_sz;
@@ -374,13 +371,18 @@ int ibv_query_port_speed(struct ibv_context *ibctx, uint8_t port, uint64_t *spee
 	return 0;
 }
 
+/* A copy of one GID entry (the monitor thread may rewrite the table). */
 static const struct sv_gid *sv_get_gid(struct ibv_context *ibctx, uint32_t port, uint32_t idx)
 {
+	static _Thread_local struct sv_gid copy;
 	const struct sv_device *d = sv_ctx(ibctx)->dev;
 
 	if (port < 1 || port > d->nports || idx >= SV_GID_TBL_LEN)
 		return NULL;
-	return &d->ports[port - 1].gids[idx];
+	pthread_mutex_lock(&sv_g.port_lock);
+	copy = d->ports[port - 1].gids[idx];
+	pthread_mutex_unlock(&sv_g.port_lock);
+	return &copy;
 }
 
 SV_EXPORT int ibv_query_gid(struct ibv_context *ibctx, uint8_t port, int index,
@@ -414,7 +416,7 @@ int _ibv_query_gid_ex(struct ibv_context *ibctx, uint32_t port, uint32_t index,
 	e.gid_index = index;
 	e.port_num = port;
 	e.gid_type = g->type;
-	e.ndev_ifindex = sv_ctx(ibctx)->dev->link_layer == IBV_LINK_LAYER_ETHERNET ? 2 : 0;
+	e.ndev_ifindex = g->ndev[0] ? if_nametoindex(g->ndev) : 0;
 	memcpy(entry, &e, sizeof(e));
 	return 0;
 }
@@ -431,7 +433,7 @@ ssize_t _ibv_query_gid_table(struct ibv_context *ibctx, struct ibv_gid_entry *en
 		return -EINVAL;
 	for (uint32_t p = 1; p <= d->nports; p++) {
 		for (uint32_t i = 0; i < SV_GID_TBL_LEN; i++) {
-			if (!d->ports[p - 1].gids[i].valid)
+			if (!sv_get_gid(ibctx, p, i)->valid)
 				continue;
 			if (n >= max)
 				return -EINVAL;

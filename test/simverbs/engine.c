@@ -228,6 +228,15 @@ static bool sv_peer_ok(struct sv_qp *qp, uint64_t now)
 	 * hardware sees PSN errors and the requester retries until it fails) */
 	if (SV_UNLIKELY(p->dest_qpn != qp->ibv.qp_num))
 		return false;
+	/* the address vector must still lead to the peer's port, and that
+	 * port must be up (its host publishes netdev state and GID changes) */
+	if (SV_UNLIKELY(atomic_load_explicit(&qp->peer_port->seq, memory_order_relaxed) !=
+			qp->peer_seq))
+		qp->addr_ok = sv_addr_recheck(qp);
+	if (SV_UNLIKELY(!qp->addr_ok) ||
+	    SV_UNLIKELY(atomic_load_explicit(&qp->peer_port->state, memory_order_relaxed) !=
+			IBV_PORT_ACTIVE))
+		return false;
 	if (SV_UNLIKELY(atomic_load_explicit(&sv_g.fab->knobs.nbad_gids, memory_order_relaxed)) &&
 	    qp->dgid_valid && sv_gid_unreachable(&qp->dgid))
 		return false;
@@ -450,7 +459,9 @@ static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 	if (SV_UNLIKELY(w->not_before > now))
 		return SV_STALL;
 	if (SV_UNLIKELY(k && (atomic_load_explicit(&k->port_down, memory_order_relaxed) &
-			      (1u << qp->sh->port))))
+			      (1u << qp->sh->port))) ||
+	    SV_UNLIKELY(atomic_load_explicit(&qp->ctx->dev->ports[qp->sh->port - 1].link,
+					     memory_order_relaxed) != IBV_PORT_ACTIVE))
 		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
 	if (!sv_peer_ok(qp, now))
 		return sv_unreachable(qp, w, now);

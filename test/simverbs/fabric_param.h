@@ -23,6 +23,9 @@ enum {
 	SV_GID_TBL_LEN = 32,
 	SV_MAX_BAD_GIDS = 16,
 	SV_NAME_MAX = 32,
+	SV_MAX_HOSTS = 32,	/* simulated hosts (network namespaces) */
+	SV_MAX_DEV_KNOBS = 128,	/* per-device knob entries, all hosts */
+	SV_LIDS_PER_HOST = 32,	/* LID block of a host: SV_MAX_DEVICES * SV_MAX_PORTS */
 };
 
 /* Default device limits (kernel rxe_param.h style).  Per device, config can

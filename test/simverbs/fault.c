@@ -52,11 +52,12 @@ static struct sv_dev_knobs *sv_knobs_dev(const char *name)
 		return NULL;	/* not a configured device */
 	if (sv_lock())
 		return NULL;
-	for (int i = 0; i < SV_MAX_DEVICES && !d; i++)
-		if (!strcmp(k->dev[i].name, name))
+	for (int i = 0; i < SV_MAX_DEV_KNOBS && !d; i++)
+		if (k->dev[i].name[0] && k->dev[i].host == sv_g.host && !strcmp(k->dev[i].name, name))
 			d = &k->dev[i];
-	for (int i = 0; i < SV_MAX_DEVICES && !d; i++) {
+	for (int i = 0; i < SV_MAX_DEV_KNOBS && !d; i++) {
 		if (!k->dev[i].name[0]) {
+			k->dev[i].host = sv_g.host;
 			snprintf(k->dev[i].name, sizeof(k->dev[i].name), "%s", name);
 			d = &k->dev[i];
 		}
@@ -81,10 +82,11 @@ static int sv_cmd_port(const char *dev, const char *port, bool down)
 		struct sv_ctx_ent *c = &sv_g.fab->ctxs[i];
 		int32_t pid = atomic_load(&c->pid);
 
-		if (pid && !strcmp(c->dev_name, dev))
+		if (pid && c->host == sv_g.host && !strcmp(c->dev_name, dev))
 			sv_async_post_remote(pid, c->chan_id,
 					     down ? IBV_EVENT_PORT_ERR : IBV_EVENT_PORT_ACTIVE, p);
 	}
+	sv_host_publish();
 	sv_bump_epoch();
 	return 0;
 }
@@ -217,10 +219,10 @@ static int sv_cmd_reset(void)
 	atomic_store(&k->latency_ns, 0);
 	atomic_store(&k->qp_err_after, 0);
 	atomic_store(&k->nbad_gids, 0);
-	for (int i = 0; i < SV_MAX_DEVICES; i++)
+	for (int i = 0; i < SV_MAX_DEV_KNOBS; i++)
 		atomic_store(&k->dev[i].err_after, 0);
 	atomic_store(&k->timeout_scale_ppm, (uint32_t)(SV_DEFAULT_TIMEOUT_SCALE * 1e6));
-	for (int i = 0; i < SV_MAX_DEVICES; i++) {
+	for (int i = 0; i < SV_MAX_DEV_KNOBS; i++) {
 		atomic_store(&k->dev[i].latency_ns, 0);
 		atomic_store(&k->dev[i].bw_mbps, 0);
 	}
@@ -243,13 +245,13 @@ static int sv_cmd_status(char *out, size_t len)
 			      (unsigned long long)atomic_load(&f->knobs.latency_ns),
 			      (unsigned long long)atomic_load(&f->knobs.qp_err_after),
 			      sv_timeout_scale(), atomic_load(&f->knobs.nbad_gids));
-	for (int i = 0; i < SV_MAX_DEVICES && o < len; i++) {
+	for (int i = 0; i < SV_MAX_DEV_KNOBS && o < len; i++) {
 		struct sv_dev_knobs *d = &f->knobs.dev[i];
 
 		if (d->name[0])
 			o += (size_t)snprintf(out + o, len - o,
-					      "device %s ports_down 0x%x latency_ns %llu bw_mbps %llu "
-					      "err_after %llu\n", d->name, atomic_load(&d->port_down),
+					      "device %s host %u ports_down 0x%x latency_ns %llu bw_mbps %llu "
+					      "err_after %llu\n", d->name, d->host, atomic_load(&d->port_down),
 					      (unsigned long long)atomic_load(&d->latency_ns),
 					      (unsigned long long)atomic_load(&d->bw_mbps),
 					      (unsigned long long)atomic_load(&d->err_after));
@@ -318,10 +320,8 @@ SV_EXPORT int simverbs_control(const char *cmd);
 int simverbs_control(const char *cmd)
 {
 	char out[16384];
-	int rc = sv_devices_init();
+	int rc = sv_host_ready();
 
-	if (!rc)
-		rc = sv_attach();
 	if (rc)
 		return rc;
 	rc = sv_control(cmd, out, sizeof(out));

@@ -18,6 +18,7 @@
 
 struct sv_global sv_g = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.port_lock = PTHREAD_MUTEX_INITIALIZER,
 	.proc_slot = -1,
 };
 

@@ -61,11 +61,6 @@ static bool sv_trans_ok(uint32_t cur, uint32_t next, uint32_t mask)
 	return !(extra & ~(t->req | t->opt));
 }
 
-static uint32_t sv_qp_slot_of(uint32_t qpn)
-{
-	return qpn & (SV_MAX_QP_SLOTS - 1);
-}
-
 static int sv_qp_slot_alloc(struct sv_qp *qp, const struct sv_context *ctx)
 {
 	struct sv_fabric *f = sv_g.fab;
@@ -84,6 +79,7 @@ static int sv_qp_slot_alloc(struct sv_qp *qp, const struct sv_context *ctx)
 		q->pid = sv_g.pid;
 		atomic_store(&q->state, IBV_QPS_RESET);
 		q->dev_idx = ctx->dev->idx;
+		q->host = sv_g.host;
 		q->port = 1;
 		q->pd_id = qp->pd->id;
 		q->recv_cq_slot = qp->rcq->slot;
@@ -292,85 +288,67 @@ void sv_peer_unmap(struct sv_qp *qp)
 	qp->peer_rq = NULL;
 	qp->peer_cq = NULL;
 	qp->peer = NULL;
+	qp->peer_port = NULL;
 	qp->peer_chan_fd = -1;
 }
 
-/*
- * IB: within a subnet packets go by LID. Across subnets (different local
- * subnet prefix) they reach the router only with a GRH whose DGID is one of
- * the destination port's GIDs and DLID = that port's FLID; anything else has
- * no path (an IB router forwards on the FLID, a switch on the LID).
- */
-static bool sv_ib_routed(const struct sv_port *src, const struct sv_port *dst,
-			 const struct ibv_qp_attr *a)
-{
-	if (src->subnet == dst->subnet)
-		return a->ah_attr.dlid == dst->lid;
-	if (!a->ah_attr.is_global || !dst->flid || a->ah_attr.dlid != dst->flid) {
-		SV_DBG("RTR across IB subnets 0x%x -> 0x%x: GRH %d DLID 0x%x, the router needs a "
-		       "GRH and DLID = FLID 0x%x", src->subnet, dst->subnet, a->ah_attr.is_global,
-		       a->ah_attr.dlid, dst->flid);
-		return false;
-	}
-	return sv_gid_lookup(dst, &a->ah_attr.grh.dgid) >= 0 &&
-	       a->ah_attr.grh.sgid_index < src->ngids && src->gids[a->ah_attr.grh.sgid_index].valid;
-}
-
-/* The destination must exist: dlid (IB) or dgid (RoCE) names the port the
- * destination QP lives on.  Returns the peer's shm entry or NULL. */
-static struct sv_shm_qp *sv_rtr_dest(struct sv_qp *qp, const struct ibv_qp_attr *a)
-{
-	struct sv_shm_qp *d = &sv_g.fab->qps[sv_qp_slot_of(a->dest_qp_num)];
-	struct sv_device *ddev;
-
-	if (atomic_load(&d->qpn) != a->dest_qp_num || !sv_pid_alive(d->pid))
-		return NULL;
-	ddev = sv_dev_by_name(d->dev_name);
-	if (!ddev || ddev->link_layer != qp->ctx->dev->link_layer)
-		return NULL;
-	if (ddev->link_layer == IBV_LINK_LAYER_ETHERNET)
-		return sv_gid_lookup(&ddev->ports[d->port - 1], &a->ah_attr.grh.dgid) >= 0 ? d
-											: NULL;
-	return sv_ib_routed(&qp->ctx->dev->ports[qp->sh->port - 1], &ddev->ports[d->port - 1], a)
-		       ? d : NULL;
-}
-
+/* Locally the address vector must be valid (MTU, port, GRH with a valid
+ * SGID on Ethernet: EINVAL otherwise, as the kernel checks).  Where it leads
+ * is resolved as the fabric would (route.c); an address that leads nowhere
+ * leaves the QP without a peer, and its requests fail with RETRY_EXC_ERR. */
 static int sv_to_rtr(struct sv_qp *qp, const struct ibv_qp_attr *a)
 {
 	const struct sv_device *dev = qp->ctx->dev;
 	const struct sv_port *pt = &dev->ports[qp->sh->port - 1];
+	struct sv_shm_port *dport;
 	struct sv_shm_qp *d;
+	char why[256] = "";
+	bool sgid_ok;
+	uint32_t mtu;
 
-	if (a->path_mtu < IBV_MTU_256 || a->path_mtu > pt->mtu)
+	pthread_mutex_lock(&sv_g.port_lock);
+	mtu = pt->mtu;
+	sgid_ok = a->ah_attr.grh.sgid_index < SV_GID_TBL_LEN &&
+		  pt->gids[a->ah_attr.grh.sgid_index].valid;
+	pthread_mutex_unlock(&sv_g.port_lock);
+	if (a->path_mtu < IBV_MTU_256 || a->path_mtu > mtu)
 		return EINVAL;
 	if (a->ah_attr.port_num && a->ah_attr.port_num != qp->sh->port)
 		return EINVAL;
 	if (a->max_dest_rd_atomic > dev->lim.max_qp_rd_atom)
 		return EINVAL;
-	if (dev->link_layer == IBV_LINK_LAYER_ETHERNET &&
-	    (!a->ah_attr.is_global || a->ah_attr.grh.sgid_index >= SV_GID_TBL_LEN ||
-	     !pt->gids[a->ah_attr.grh.sgid_index].valid))
+	if (dev->link_layer == IBV_LINK_LAYER_ETHERNET && (!a->ah_attr.is_global || !sgid_ok))
 		return EINVAL;
-	d = sv_rtr_dest(qp, a);
-	if (!d)
+	if (a->ah_attr.is_global && !sgid_ok)
 		return EINVAL;
 	sv_peer_unmap(qp);
+	qp->peer_port = NULL;
+	qp->addr_ok = false;
+	qp->sh->dest_qpn = a->dest_qp_num;
+	qp->peer_qpn = a->dest_qp_num;
+	qp->dgid = a->ah_attr.grh.dgid;
+	qp->dgid_valid = a->ah_attr.is_global;
+	d = sv_resolve_dest(qp, a, &dport, why, sizeof(why));
+	if (!d) {
+		SV_DBG("modify_qp 0x%x -> RTR on %s: dest QPN 0x%x dlid 0x%x: %s; its requests "
+		       "will time out (RETRY_EXC_ERR)", qp->ibv.qp_num, dev->ibv.name,
+		       a->dest_qp_num, a->ah_attr.dlid, why);
+		return 0;
+	}
 	qp->peer_rq = sv_seg_map((char)d->rq_kind, d->rq_slot, d->rq_gen, d->rq_bytes);
 	qp->peer_rq_bytes = d->rq_bytes;
 	qp->peer_cq_bytes = sv_g.fab->cqs[d->recv_cq_slot].ring_bytes;
 	qp->peer_cq = sv_seg_map('c', d->recv_cq_slot, d->recv_cq_gen, qp->peer_cq_bytes);
 	if (!qp->peer_rq || !qp->peer_cq) {
 		sv_peer_unmap(qp);
-		return EINVAL;
+		return 0;	/* gone meanwhile: unreachable */
 	}
 	qp->peer = d;
-	qp->peer_qpn = a->dest_qp_num;
+	qp->peer_port = dport;
+	qp->addr_ok = true;
 	qp->peer_pid = d->pid;
 	qp->peer_dead = false;
 	qp->peer_checked = sv_now_ns();
-	qp->dgid = a->ah_attr.grh.dgid;
-	qp->dgid_valid = a->ah_attr.is_global;
-	qp->sh->dest_qpn = a->dest_qp_num;
 	return 0;
 }
 
@@ -509,8 +487,8 @@ static int sv_modify_locked(struct sv_qp *qp, struct ibv_qp_attr *a, int mask)
 		rc = sv_to_rtr(qp, a);
 		if (rc) {
 			SV_DBG("modify_qp 0x%x -> RTR: path_mtu %d (port %u), GRH %d sgid_index %u, "
-			       "dest QPN 0x%x dlid %u: rejected (MTU, GRH/sgid, or no such "
-			       "destination)", qp->ibv.qp_num, a->path_mtu,
+			       "dest QPN 0x%x dlid %u: rejected (MTU, port, or GRH/SGID "
+			       "index)", qp->ibv.qp_num, a->path_mtu,
 			       qp->ctx->dev->ports[qp->sh->port - 1].mtu, a->ah_attr.is_global,
 			       a->ah_attr.grh.sgid_index, a->dest_qp_num, a->ah_attr.dlid);
 			return rc;
@@ -617,8 +595,7 @@ void sv_qp_sync(struct sv_qp *qp)
 {
 	const struct sv_device *dev = qp->ctx->dev;
 	uint32_t st = atomic_load(&qp->sh->state);
-	bool port_down = dev->knobs &&
-			 (atomic_load(&dev->knobs->port_down) & (1u << qp->sh->port));
+	bool port_down = sv_port_state(dev, qp->sh->port) != IBV_PORT_ACTIVE;
 
 	if (st == IBV_QPS_ERR) {
 		if (!qp->flushed)

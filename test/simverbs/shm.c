@@ -191,6 +191,16 @@ static int sv_fabric_init(struct sv_fabric *f, size_t size)
 	pthread_mutex_init(&f->lock, &ma);
 	pthread_mutexattr_destroy(&ma);
 	atomic_store(&f->knobs.timeout_scale_ppm, (uint32_t)(SV_DEFAULT_TIMEOUT_SCALE * 1e6));
+	/* QPN generations start where the fabric's name says, so fabrics do not
+	 * hand out the same QPNs: a handle taken to another fabric names no QP
+	 * there (or one that is not connected back) */
+	{
+		uint64_t h = 0xcbf29ce484222325ull;
+
+		for (const char *c = sv_g.fabric_name; *c; c++)
+			h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+		atomic_store(&f->next_id, (uint32_t)(h % 0xffe));
+	}
 	atomic_store_explicit(&f->ready, 1, memory_order_release);
 	return 0;
 }
@@ -464,7 +474,6 @@ int sv_attach(void)
 	sv_g.attached = true;
 	sv_g.seen_epoch = atomic_load(&sv_g.fab->epoch);
 	pthread_mutex_unlock(&sv_g.lock);
-	sv_knobs_from_env();
 	return 0;
 out:
 	pthread_mutex_unlock(&sv_g.lock);

@@ -13,13 +13,16 @@ test_simverbs_libibverbs_la_SOURCES = \
 	test/simverbs/gid.c \
 	test/simverbs/gpu.c \
 	test/simverbs/gpu.h \
+	test/simverbs/host.c \
 	test/simverbs/leak.c \
 	test/simverbs/misc.c \
+	test/simverbs/nl.c \
 	test/simverbs/obj.c \
 	test/simverbs/pd_mr.c \
 	test/simverbs/post.c \
 	test/simverbs/qp.c \
 	test/simverbs/qpx.c \
+	test/simverbs/route.c \
 	test/simverbs/shm.c \
 	test/simverbs/srq.c \
 	test/simverbs/sysfs.c \
@@ -65,7 +68,8 @@ SV_TEST_PROGS = \
 	test/simverbs/tests/sv_cqrace \
 	test/simverbs/tests/sv_lifecycle \
 	test/simverbs/tests/sv_parity \
-	test/simverbs/tests/sv_stream
+	test/simverbs/tests/sv_stream \
+	test/simverbs/tests/sv_addr
 check_PROGRAMS += $(SV_TEST_PROGS)
 TESTS += $(SV_TEST_PROGS) test/simverbs/tests/sv_ctl.sh
 dist_check_SCRIPTS += test/simverbs/tests/sv_ctl.sh
@@ -78,6 +82,7 @@ test_simverbs_tests_sv_events_LDADD = $(SV_TEST_LDADD) -lpthread
 test_simverbs_tests_sv_memcheck_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_cqrace_LDADD = $(SV_TEST_LDADD) -lpthread
 test_simverbs_tests_sv_lifecycle_LDADD = $(SV_TEST_LDADD)
+test_simverbs_tests_sv_addr_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_stream_LDADD = $(SV_TEST_LDADD) -lpthread
 test_simverbs_tests_sv_parity_LDADD = $(SV_TEST_LDADD)
 

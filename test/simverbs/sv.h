@@ -66,6 +66,7 @@ struct sv_proc_ent {
 
 struct sv_ctx_ent {
 	_Atomic int32_t pid;		/* 0 = free */
+	uint32_t host;			/* index in sv_fabric.hosts */
 	uint32_t dev_idx;
 	uint32_t chan_id;		/* async FIFO "async-<pid>-<chan_id>" */
 	char dev_name[SV_NAME_MAX];
@@ -112,12 +113,14 @@ struct sv_shm_qp {
 	uint32_t async_id;		/* owner context's async FIFO */
 	uint16_t lid;
 	uint16_t pad;
+	uint32_t host;			/* index in sv_fabric.hosts */
 	char dev_name[SV_NAME_MAX];
 };
 
 /* Runtime fault and realism knobs, changed by simverbs_control(). */
 struct sv_dev_knobs {
 	char name[SV_NAME_MAX];		/* "" = free */
+	uint32_t host;			/* the device of this host */
 	_Atomic uint32_t port_down;	/* bit p = port p down */
 	_Atomic uint64_t bw_mbps;	/* 0 = unlimited, per port */
 	_Atomic uint64_t latency_ns;	/* added per operation */
@@ -130,7 +133,45 @@ struct sv_knobs {
 	_Atomic uint32_t timeout_scale_ppm;	/* scale * 1e6 */
 	_Atomic uint32_t nbad_gids;
 	union ibv_gid bad_gids[SV_MAX_BAD_GIDS];
-	struct sv_dev_knobs dev[SV_MAX_DEVICES];
+	struct sv_dev_knobs dev[SV_MAX_DEV_KNOBS];
+};
+
+/* ---------------------------------------------------------------- hosts */
+
+struct sv_gid {
+	union ibv_gid gid;
+	uint32_t type;			/* enum ibv_gid_type */
+	bool valid;
+	char ndev[16];			/* netdev the address belongs to (RoCE) */
+};
+
+/* A port as the rest of the fabric sees it (published by every process of
+ * its host; readers retry while seq is odd or changed). */
+struct sv_shm_port {
+	_Atomic uint32_t seq;		/* seqlock over everything below but state */
+	_Atomic uint32_t state;		/* IBV_PORT_*: configuration and netdev carrier */
+	uint32_t mtu;			/* active enum ibv_mtu */
+	uint32_t ngids;
+	uint16_t lid;
+	uint8_t mac[6];			/* bound netdev (RoCE) */
+	uint16_t subnet, flid;		/* IB: local subnet prefix (16 bits), FLID */
+	struct sv_gid gids[SV_GID_TBL_LEN];
+};
+
+struct sv_shm_dev {
+	char name[SV_NAME_MAX];
+	uint32_t link_layer;
+	uint32_t nports;
+	struct sv_shm_port ports[SV_MAX_PORTS];
+};
+
+/* A simulated host: the processes of one network namespace (or of one
+ * SIMVERBS_HOST name).  Entries are never freed while the fabric lives. */
+struct sv_shm_host {
+	_Atomic uint32_t used;
+	uint32_t ndevs;
+	char name[64];
+	struct sv_shm_dev devs[SV_MAX_DEVICES];
 };
 
 /* Every field up to and including procs keeps its offset in all versions
@@ -154,6 +195,7 @@ struct sv_fabric {
 	struct sv_shm_qp qps[SV_MAX_QP_SLOTS];
 	struct sv_shm_mr mrs[SV_MAX_MR_SLOTS];
 	struct sv_shm_gpu gpus[SV_MAX_GPU_MRS];	/* gpu.c */
+	struct sv_shm_host hosts[SV_MAX_HOSTS];
 };
 
 /* One completion queue entry in a CQ ring (one cache line). */
@@ -229,17 +271,12 @@ struct sv_rq {
 
 /* ---------------------------------------------------------- devices */
 
-struct sv_gid {
-	union ibv_gid gid;
-	uint32_t type;			/* enum ibv_gid_type */
-	bool valid;
-};
-
 #define SV_LOSSLESS_SET 0x100u
 
 struct sv_port {
 	uint32_t state;			/* configured IBV_PORT_* */
-	uint32_t mtu;			/* enum ibv_mtu */
+	uint32_t cfg_mtu;		/* configured enum ibv_mtu */
+	uint32_t mtu;			/* active: configuration and netdev MTU */
 	uint8_t speed;
 	uint8_t width;
 	uint16_t lid;
@@ -248,6 +285,12 @@ struct sv_port {
 	 * (0: fe80:: link-local, else fec0:0:0:<subnet>) and its FLID (routable
 	 * GID at index 1 when set), as NVIDIA's IB routers number them */
 	uint16_t subnet, flid;
+	char netdev[16];		/* configured binding ("" = default) */
+	/* ---- runtime (sv_g.port_lock) ---- */
+	_Atomic uint32_t link;		/* IBV_PORT_ACTIVE/DOWN from the netdev */
+	int ifindex;			/* bound netdev, 0 = none */
+	char bound[16];			/* its name */
+	uint8_t mac[6];
 	uint32_t ngids;
 	struct sv_gid gids[SV_GID_TBL_LEN];
 };
@@ -276,6 +319,7 @@ struct sv_device {
 	uint64_t sys_guid;
 	struct sv_limits lim;
 	struct sv_port ports[SV_MAX_PORTS];
+	struct sv_shm_dev *sh;		/* this device in the fabric's host table */
 	struct sv_dev_knobs *knobs;	/* in the fabric, once attached */
 	const struct sv_fabric *knobs_fab;	/* the fabric knobs points into */
 	uint64_t bw_busy_until[SV_MAX_PORTS];	/* process-local bw cap clock */
@@ -420,8 +464,12 @@ struct sv_qp {
 	/* receive queue, in its own segment */
 	struct sv_rq *rq;
 	size_t rq_bytes;
-	/* peer, resolved at RTR */
+	/* peer, resolved at RTR from the address vector */
 	struct sv_shm_qp *peer;
+	struct sv_shm_port *peer_port;	/* the port the address vector leads to */
+	uint32_t peer_seq;		/* its seq when the address was last checked */
+	bool addr_ok;			/* the DGID still names that port */
+	uint32_t sgid_type;
 	uint32_t peer_qpn;
 	int32_t peer_pid;
 	struct sv_rq *peer_rq;
@@ -474,6 +522,13 @@ struct sv_global {
 	uint64_t poll_yield_ns;		/* idle time between sched_yield()s */
 	uint64_t pinned_bytes;		/* page-rounded MR bytes (sv_g.lock) */
 	uint32_t cq_push_delay_us;	/* test knob: widen sv_cq_push's race window */
+	/* the simulated host (host.c) */
+	uint32_t host;			/* index in sv_fabric.hosts */
+	char host_name[64];
+	pid_t host_pid;			/* host set up for this pid */
+	pthread_mutex_t port_lock;	/* runtime port fields of sv_g.devs */
+	pid_t monitor_pid;		/* netlink monitor thread started by this pid */
+	char sysfs_root[256];		/* where this host's sysfs tree is written */
 };
 
 extern struct sv_global sv_g;
@@ -483,13 +538,55 @@ int sv_devices_init(void);
 struct sv_device *sv_dev_by_name(const char *name);
 
 /* gid.c */
-int sv_build_gid_table(struct sv_device *dev, struct sv_port *port);
+struct sv_nl_link;
+struct sv_nl_addr;
+void sv_build_gid_table(struct sv_device *dev, struct sv_port *port,
+			const struct sv_nl_link *links, int nlinks,
+			const struct sv_nl_addr *addrs, int naddrs);
 void sv_qp_ece_rtr(struct sv_qp *qp);	/* misc.c: the ECE options from RTR on */
 int sv_gid_lookup(const struct sv_port *port, const union ibv_gid *gid);
+int sv_gid_find(const struct sv_gid *tbl, uint32_t n, const union ibv_gid *gid, uint32_t type);
+
+/* nl.c */
+struct sv_nl_link {
+	int ifindex;
+	int lower;			/* IFLA_LINK (VLAN: the real device) */
+	unsigned int flags;		/* IFF_* (IFF_LOWER_UP = carrier) */
+	uint32_t mtu;
+	uint8_t mac[6];
+	bool vlan;
+	char name[16];
+};
+struct sv_nl_addr {
+	int ifindex;
+	int family;
+	uint32_t flags;			/* IFA_F_* */
+	uint8_t addr[16];
+};
+int sv_nl_monitor_open(void);
+int sv_nl_links(struct sv_nl_link *v, int max);
+int sv_nl_addrs(struct sv_nl_addr *v, int max);
+int sv_nl_route(int family, const uint8_t *dst, int oif, bool *local, uint8_t *nexthop);
+int sv_nl_resolve(int family, const uint8_t *dst, const uint8_t *nexthop, int ifindex,
+		  const char *ifname, int wait_ms, uint8_t *mac);
+
+/* host.c */
+int sv_host_ready(void);
+void sv_host_refresh(bool events);
+void sv_host_publish(void);
+uint32_t sv_port_state(const struct sv_device *d, uint32_t port);
+struct sv_shm_port *sv_shm_port_of(uint32_t host, uint32_t dev, uint32_t port);
+void sv_shm_port_read(const struct sv_shm_port *p, struct sv_shm_port *out);
+
+/* route.c */
+struct sv_shm_qp *sv_resolve_dest(struct sv_qp *qp, const struct ibv_qp_attr *a,
+				  struct sv_shm_port **port, char *why, size_t whylen);
+bool sv_addr_recheck(struct sv_qp *qp);
 
 /* sysfs.c */
 int sv_sysfs_create(void);
 void sv_name_fabric(void);
+void sv_sysfs_ports(void);
 void sv_rm_tree(const char *dir);
 
 /* shm.c */
@@ -518,6 +615,7 @@ int sv_fifo_send(int32_t pid, const char *what, uint32_t id, const void *msg, si
 
 /* context.c */
 struct sv_context *sv_ctx(struct ibv_context *ibctx);
+struct sv_dev_knobs *sv_dev_knobs(struct sv_device *dev);
 void sv_async_post(struct sv_context *ctx, enum ibv_event_type type, uint32_t obj);
 void sv_async_post_remote(int32_t pid, uint32_t chan_id, enum ibv_event_type type,
 			  uint32_t obj);

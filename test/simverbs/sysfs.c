@@ -188,10 +188,11 @@ static void sv_sysfs_port(const char *ib, const struct sv_device *d, uint32_t p)
 	const struct sv_port *pt = &d->ports[p];
 	char dir[512], s[128];
 	bool eth = d->link_layer == IBV_LINK_LAYER_ETHERNET;
+	uint32_t st = sv_port_state(d, p + 1);
 
 	snprintf(dir, sizeof(dir), "%s/ports/%u", ib, p + 1);
-	sv_put(dir, "state", "%s\n", sv_state_str(pt->state));
-	sv_put(dir, "phys_state", "%s\n", pt->state == IBV_PORT_ACTIVE ? "5: LinkUp" : "3: Disabled");
+	sv_put(dir, "state", "%s\n", sv_state_str(st));
+	sv_put(dir, "phys_state", "%s\n", st == IBV_PORT_ACTIVE ? "5: LinkUp" : "3: Disabled");
 	sv_put(dir, "rate", "%d Gb/sec (%s)\n", sv_rate_gbps(pt), eth ? "4X EDR" : "4X HDR");
 	sv_put(dir, "link_layer", "%s\n", eth ? "Ethernet" : "InfiniBand");
 	sv_put(dir, "lid", "0x%x\n", pt->lid);
@@ -214,7 +215,7 @@ static void sv_sysfs_port(const char *ib, const struct sv_device *d, uint32_t p)
 			sv_put_einval(dir, f);
 		snprintf(f, sizeof(f), "gid_attrs/ndevs/%u", i);
 		if (g->valid && eth)
-			sv_put(dir, f, "eth0\n");
+			sv_put(dir, f, "%s\n", g->ndev);
 		else
 			sv_put_einval(dir, f);
 	}
@@ -293,10 +294,12 @@ static void sv_sysfs_device(const char *root, const struct sv_device *d)
 		sv_unlink_in(ib, "hca_type");	/* rxe has none */
 	sv_put(ib, "board_id", "SIM0000000001\n");
 	sv_put(ib, "hw_rev", "0x0\n");
+	pthread_mutex_lock(&sv_g.port_lock);
 	for (uint32_t p = 0; p < d->nports; p++)
 		sv_sysfs_port(ib, d, p);
-	if (d->link_layer == IBV_LINK_LAYER_ETHERNET)
-		sv_sysfs_lossless(root, d, "eth0"); /* the netdev gid_attrs/ndevs names */
+	if (d->link_layer == IBV_LINK_LAYER_ETHERNET)	/* the netdev gid_attrs/ndevs names */
+		sv_sysfs_lossless(root, d, d->ports[0].bound[0] ? d->ports[0].bound : "eth0");
+	pthread_mutex_unlock(&sv_g.port_lock);
 	snprintf(uv, sizeof(uv), "%s/class/infiniband_verbs/%s", root, d->ibv.dev_name);
 	sv_put(uv, "ibdev", "%s\n", d->ibv.name);
 	sv_put(uv, "abi_version", "1\n");
@@ -306,13 +309,15 @@ static void sv_sysfs_device(const char *root, const struct sv_device *d)
 
 SV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
 
-/* FNV-1a over the device table: the tree is rebuilt only when it changes. */
+/* FNV-1a over the device table and GID tables: the tree is rebuilt only when
+ * it changes. */
 static uint64_t sv_config_hash(void)
 {
 	const unsigned char *p;
 	uint64_t h = 0xcbf29ce484222325ull;
 	size_t n;
 
+	pthread_mutex_lock(&sv_g.port_lock);
 	for (int i = 0; i < sv_g.ndevs; i++) {
 		const struct sv_device *d = &sv_g.devs[i];
 
@@ -322,10 +327,11 @@ static uint64_t sv_config_hash(void)
 		for (size_t k = 0; k < n; k++)
 			h = (h ^ p[k]) * 0x100000001b3ull;
 		p = (const unsigned char *)&d->link_layer;
-		n = offsetof(struct sv_device, knobs) - offsetof(struct sv_device, link_layer);
+		n = offsetof(struct sv_device, sh) - offsetof(struct sv_device, link_layer);
 		for (size_t k = 0; k < n; k++)
 			h = (h ^ p[k]) * 0x100000001b3ull;
 	}
+	pthread_mutex_unlock(&sv_g.port_lock);
 	return h;
 }
 
@@ -337,32 +343,62 @@ static bool sv_sysfs_current(const char *root, uint64_t hash)
 	return n > 0 && strtoull(buf, NULL, 16) == hash;
 }
 
+/* The tree is visible at the real path when the host's mount namespace has
+ * root/class/infiniband mounted on /sys/class/infiniband (sim-cluster). */
+static bool sv_sysfs_at_real_path(const char *root)
+{
+	struct stat a, b;
+	char p[600];
+
+	snprintf(p, sizeof(p), "%s/class/infiniband", root);
+	return !stat(p, &a) && !stat("/sys/class/infiniband", &b) && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
 /* Builds the tree (unless an identical one exists) and fills every device's
  * sysfs paths. */
 int sv_sysfs_create(void)
 {
-	char root[300];
+	const char *root = sv_g.sysfs_root;
 	uint64_t hash = sv_config_hash();
-	bool current;
+	bool current, real;
 
-	snprintf(root, sizeof(root), "%s/sys", sv_g.dir);
 	current = sv_sysfs_current(root, hash);
 	if (!current)
 		sv_put(root, "class/infiniband_verbs/abi_version", "6\n");
+	real = sv_sysfs_at_real_path(root);
 	for (int i = 0; i < sv_g.ndevs; i++) {
 		struct sv_device *d = &sv_g.devs[i];
 
 		if (!current)
 			sv_sysfs_device(root, d);
 		snprintf(d->ibv.ibdev_path, sizeof(d->ibv.ibdev_path), "%s/class/infiniband/%s",
-			 root, d->ibv.name);
+			 real ? "/sys" : root, d->ibv.name);
 		snprintf(d->ibv.dev_path, sizeof(d->ibv.dev_path), "%s/class/infiniband_verbs/%s",
-			 root, d->ibv.dev_name);
+			 real ? "/sys" : root, d->ibv.dev_name);
 	}
 	if (!current)
 		sv_put(root, ".simverbs-config", "%016llx\n", (unsigned long long)hash);
 	sv_gpu_sysfs(root);
 	return 0;
+}
+
+/* Rewrites the port directories (state, GIDs) after a netdev change. */
+void sv_sysfs_ports(void)
+{
+	char ib[512];
+
+	pthread_mutex_lock(&sv_g.port_lock);
+	for (int i = 0; i < sv_g.ndevs; i++) {
+		const struct sv_device *d = &sv_g.devs[i];
+
+		snprintf(ib, sizeof(ib), "%s/class/infiniband/%s", sv_g.sysfs_root, d->ibv.name);
+		for (uint32_t p = 0; p < d->nports; p++)
+			sv_sysfs_port(ib, d, p);
+	}
+	pthread_mutex_unlock(&sv_g.port_lock);
+	sv_put(sv_g.sysfs_root, ".simverbs-config", "%016llx\n",
+	       (unsigned long long)sv_config_hash());
 }
 
 static int sv_rm_cb(const char *path, const struct stat *st SV_UNUSED, int flag SV_UNUSED,
@@ -377,24 +413,35 @@ void sv_rm_tree(const char *dir)
 }
 
 
-static char sv_sysfs_root[sizeof(sv_g.dir) + 8];
+static char sv_sysfs_path_buf[sizeof(sv_g.dir) + 8];
 
 static void sv_sysfs_root_init(void)
 {
+	const char *env = getenv("SIMVERBS_SYSFS");
+
 	sv_name_fabric();
-	snprintf(sv_sysfs_root, sizeof(sv_sysfs_root), "%s/sys", sv_g.dir);
+	if (env && *env)
+		snprintf(sv_sysfs_path_buf, sizeof(sv_sysfs_path_buf), "%s", env);
+	else
+		snprintf(sv_sysfs_path_buf, sizeof(sv_sysfs_path_buf), "%s/sys", sv_g.dir);
 }
 
 /* rdma-core's contract: the sysfs root ("/sys" on a real host), never NULL,
  * valid for the life of the process; callers append "class/...".  Here it is
- * the fake tree's root, known as soon as the fabric is named (no attach). */
+ * the host's fake tree (SIMVERBS_SYSFS, else the fabric's), known as soon as
+ * the fabric is named (no attach); "/sys" when the tree is mounted there
+ * (sim-cluster's hosts).  Once attached, the host's tree (host.c). */
 SV_EXPORT const char *ibv_get_sysfs_path(void);
 const char *ibv_get_sysfs_path(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 	pthread_once(&once, sv_sysfs_root_init);
-	return sv_sysfs_root;
+	if (sv_sysfs_at_real_path(sv_g.sysfs_root[0] ? sv_g.sysfs_root : sv_sysfs_path_buf))
+		return "/sys";
+	if (sv_g.sysfs_root[0])
+		return sv_g.sysfs_root;
+	return sv_sysfs_path_buf;
 }
 
 SV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);

@@ -10,7 +10,7 @@
 #
 # usage: test/simverbs/bench/fabric-bench.sh [-B BUILD_DIR] [-d DEV] [-r ROUNDS] [-q]
 #   -B  build directory (default: $NV_TOP_BUILDDIR, else the current directory)
-#   -d  simverbs device (default simib0; simroce0 uses its 127.0.0.1 RoCE v2 GID)
+#   -d  simverbs device (default simib0; simroce0 uses the IPv4 RoCE v2 GID of its netdev)
 #   -r  alternating bandwidth rounds (default 5; 2 with -q)
 #   -q  quick (seconds instead of about a minute; figures are noisier)
 set -u

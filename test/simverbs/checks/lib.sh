@@ -139,8 +139,8 @@ sv_show() {
 	echo "-----"
 }
 
-# sv_roce_gid_index DEV: the GID index of an IPv4-mapped RoCE v2 GID on port 1 (preferring
-# 127.0.0.1, which loopback peers use), as ibv_devinfo -v lists it; prints nothing if none.
+# sv_roce_gid_index DEV: the GID index of an IPv4-mapped RoCE v2 GID on port 1 (the port's
+# netdev address; never loopback), as ibv_devinfo -v lists it; prints nothing if none.
 sv_roce_gid_index() {
 	ibv_devinfo -v -d "$1" -i 1 2>/dev/null | awk '
 		/GID\[/ && /::ffff:127\.0\.0\.1, RoCE v2/ { sub(/.*GID\[ */, ""); sub(/\].*/, "");

@@ -48,12 +48,7 @@ static void check_state_machine(struct svt_ep *a, struct svt_ep *b)
 	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK & ~IBV_QP_MIN_RNR_TIMER), EINVAL);
 	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK & ~IBV_QP_AV), EINVAL);
 	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK | IBV_QP_TIMEOUT), EINVAL);
-	at.dest_qp_num = 0xfff0f;	/* no such QP */
-	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK), EINVAL);
-	svt_rtr_attr(a, &bi, &at);
-	at.ah_attr.dlid = (uint16_t)(bi.lid + 5);	/* wrong port */
-	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK), EINVAL);
-	svt_rtr_attr(a, &bi, &at);
+	/* (a QPN or LID that leads nowhere is not an RTR error: sv_addr) */
 	at.path_mtu = (enum ibv_mtu)(a->pattr.active_mtu + 1);
 	SVT_EQ(ibv_modify_qp(a->qp, &at, SVT_RTR_MASK), EINVAL);
 	svt_rtr_attr(a, &bi, &at);
@@ -106,9 +101,6 @@ static void check_roce_rtr(void)
 	at.ah_attr.grh.sgid_index = 31;	/* empty GID entry */
 	SVT_EQ(ibv_modify_qp(a.qp, &at, SVT_RTR_MASK), EINVAL);
 	svt_rtr_attr(&a, &bi, &at);
-	at.ah_attr.grh.dgid.raw[0] ^= 0x20;	/* a GID nobody has */
-	SVT_EQ(ibv_modify_qp(a.qp, &at, SVT_RTR_MASK), EINVAL);
-	svt_rtr_attr(&a, &bi, &at);
 	SVT_EQ(ibv_modify_qp(a.qp, &at, SVT_RTR_MASK), 0);
 	svt_ep_fini(&a);
 	svt_ep_fini(&b);
@@ -130,7 +122,7 @@ static void check_gids_and_sysfs(struct ibv_context *ctx)
 		v2 |= ge.gid_type == IBV_GID_TYPE_ROCE_V2;
 		lo |= ge.gid.raw[10] == 0xff && ge.gid.raw[12] == 127 && ge.gid.raw[15] == 1;
 	}
-	SVT_CHECK(v1 && v2 && lo);
+	SVT_CHECK(v1 && v2 && !lo);	/* the netdev's addresses, never loopback */
 	SVT_EQ(ibv_query_gid_ex(ctx, 1, 0, &ge, 0), 0);
 	SVT_EQ(ge.gid.raw[0], 0xfe);	/* link-local first */
 	snprintf(path, sizeof(path), "%s/device", ctx->device->ibdev_path);

@@ -191,7 +191,7 @@ static inline void svt_rtr_attr(const struct svt_ep *e, const struct svt_info *r
 {
 	memset(a, 0, sizeof(*a));
 	a->qp_state = IBV_QPS_RTR;
-	a->path_mtu = IBV_MTU_4096;
+	a->path_mtu = e->pattr.active_mtu;	/* RoCE: follows the netdev MTU */
 	a->dest_qp_num = r->qpn;
 	a->max_dest_rd_atomic = 1;
 	a->min_rnr_timer = 1;
