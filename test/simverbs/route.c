@@ -43,8 +43,9 @@ static bool sv_gid_ip(const union ibv_gid *g, int *family, uint8_t *addr)
 
 /* The source host's kernel decides: route out of the SGID's netdev, then
  * the neighbour it resolves must be the destination port's netdev. */
-static bool sv_roce_reachable(const struct sv_gid *sgid, const struct sv_cand *c,
-			      const union ibv_gid *dgid, char *why, size_t wl)
+static bool sv_roce_reachable(const struct sv_gid *sgid, const uint8_t *smac,
+			      const struct sv_cand *c, const union ibv_gid *dgid, char *why,
+			      size_t wl)
 {
 	uint8_t dst[16], nh[16], mac[6];
 	int family, oif = (int)if_nametoindex(sgid->ndev), rc;
@@ -62,18 +63,21 @@ static bool sv_roce_reachable(const struct sv_gid *sgid, const struct sv_cand *c
 			return false;
 		}
 		if (local) {
-			if (c->host != sv_g.host)
-				snprintf(why, wl, "it is an address of this host, not of host %u",
-					 c->host);
-			return c->host == sv_g.host;
+			/* loopback inside the NIC: only to a GID of the same netdev (the
+			 * kernel would send to another local netdev's MAC on this wire) */
+			if (c->host == sv_g.host && !memcmp(c->p.mac, smac, 6))
+				return true;
+			snprintf(why, wl, "it is an address of this host on another netdev than %s",
+				 sgid->ndev);
+			return false;
 		}
 		if (!v2 && memcmp(nh, dst, family == AF_INET ? 4 : 16)) {
 			snprintf(why, wl, "RoCE v1 is not routed (next hop is a gateway)");
 			return false;
 		}
 	} else {
-		if (c->host == sv_g.host)
-			return true;	/* link-local GID of a port of this host */
+		if (c->host == sv_g.host && !memcmp(c->p.mac, smac, 6))
+			return true;	/* link-local GID of the same netdev */
 		memcpy(nh, dst, 16);
 	}
 	rc = sv_nl_resolve(family, dst, nh, oif, sgid->ndev, 300, mac);
@@ -123,10 +127,11 @@ static bool sv_ib_leads(const struct sv_qp *qp, const struct ibv_ah_attr *ah,
 	return true;
 }
 
-static int sv_sgid_copy(struct sv_qp *qp, uint8_t idx, struct sv_gid *out)
+static int sv_sgid_copy(struct sv_qp *qp, uint8_t idx, struct sv_gid *out, uint8_t *mac)
 {
 	pthread_mutex_lock(&sv_g.port_lock);
 	*out = qp->ctx->dev->ports[qp->sh->port - 1].gids[idx % SV_GID_TBL_LEN];
+	memcpy(mac, qp->ctx->dev->ports[qp->sh->port - 1].mac, 6);
 	pthread_mutex_unlock(&sv_g.port_lock);
 	return out->valid ? 0 : -1;
 }
@@ -136,8 +141,9 @@ static bool sv_roce_leads(struct sv_qp *qp, const struct ibv_ah_attr *ah,
 			  const struct sv_cand *c, char *why, size_t wl)
 {
 	struct sv_gid sgid;
+	uint8_t smac[6];
 
-	if (sv_sgid_copy(qp, ah->grh.sgid_index, &sgid)) {
+	if (sv_sgid_copy(qp, ah->grh.sgid_index, &sgid, smac)) {
 		snprintf(why, wl, "SGID index %u is empty", ah->grh.sgid_index);
 		return false;
 	}
@@ -147,7 +153,7 @@ static bool sv_roce_leads(struct sv_qp *qp, const struct ibv_ah_attr *ah,
 			 sgid.type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1");
 		return false;
 	}
-	return sv_roce_reachable(&sgid, c, &ah->grh.dgid, why, wl);
+	return sv_roce_reachable(&sgid, smac, c, &ah->grh.dgid, why, wl);
 }
 
 /* The destination QP the address vector and QPN lead to, or NULL with the
