@@ -113,22 +113,26 @@ static bool sv_link_has_addr(const struct sv_nl_link *l, const struct sv_nl_addr
 }
 
 /* The default binding: the first non-loopback interface that is up with an
- * address, else the first non-loopback one. */
+ * address, else the first non-loopback one; only on a host that has no other
+ * interface at all (a container without a network) the loopback one, so the
+ * single-host default still has a RoCE port there. */
 static const struct sv_nl_link *sv_default_netdev(const struct sv_nl_link *l, int n,
 						  const struct sv_nl_addr *a, int na)
 {
-	const struct sv_nl_link *first = NULL;
+	const struct sv_nl_link *first = NULL, *lo = NULL;
 
 	for (int i = 0; i < n; i++) {
-		if (l[i].flags & IFF_LOOPBACK)
+		if (l[i].flags & IFF_LOOPBACK) {
+			lo = lo ? lo : &l[i];
 			continue;
+		}
 		if (!first)
 			first = &l[i];
 		if ((l[i].flags & IFF_UP) && (l[i].flags & IFF_LOWER_UP) &&
 		    sv_link_has_addr(&l[i], a, na))
 			return &l[i];
 	}
-	return first;
+	return first ? first : lo;
 }
 
 /* Largest IB MTU that fits the netdev's MTU with RoCE v2 headers (the

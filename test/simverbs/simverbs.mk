@@ -69,7 +69,8 @@ SV_TEST_PROGS = \
 	test/simverbs/tests/sv_lifecycle \
 	test/simverbs/tests/sv_parity \
 	test/simverbs/tests/sv_stream \
-	test/simverbs/tests/sv_addr
+	test/simverbs/tests/sv_addr \
+	test/simverbs/tests/sv_netdev
 check_PROGRAMS += $(SV_TEST_PROGS)
 TESTS += $(SV_TEST_PROGS) test/simverbs/tests/sv_ctl.sh
 dist_check_SCRIPTS += test/simverbs/tests/sv_ctl.sh
@@ -83,6 +84,7 @@ test_simverbs_tests_sv_memcheck_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_cqrace_LDADD = $(SV_TEST_LDADD) -lpthread
 test_simverbs_tests_sv_lifecycle_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_addr_LDADD = $(SV_TEST_LDADD)
+test_simverbs_tests_sv_netdev_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_stream_LDADD = $(SV_TEST_LDADD) -lpthread
 test_simverbs_tests_sv_parity_LDADD = $(SV_TEST_LDADD)
 
