@@ -386,6 +386,44 @@ int nb_net_props(struct nb_net *net, int dev, struct nb_props *p)
 	return nb_chk(res, "getProperties");
 }
 
+int nb_net_make_vdevice(struct nb_net *net, const char *list, int *dev)
+{
+	ncclNetVDeviceProps_v12_t p12;
+	ncclNetVDeviceProps_v9_t p9;
+	char *end;
+	int n = 0, res;
+
+	memset(&p12, 0, sizeof(p12));
+	for (const char *c = list; *c; c = *end ? end + 1 : end) {
+		long d = strtol(c, &end, 10);
+
+		if (end == c || (*end && *end != ',') || d < 0 || n >= NCCL_NET_MAX_DEVS_PER_NIC_V12) {
+			nb_err("--vdev '%s': want a list of device indices like 0,1", list);
+			return -1;
+		}
+		p12.devs[n++] = (int)d;
+	}
+	p12.ndevs = n;
+	if (net->version < 9 || !n) {
+		nb_err("--vdev needs ncclNet v9 or newer and at least one device");
+		return -1;
+	}
+	if (net->version == 12) {
+		res = T(12)->makeVDevice(dev, &p12);
+	} else {
+		if (n > NCCL_NET_MAX_DEVS_PER_NIC_V11) {
+			nb_err("--vdev: ncclNet v%d fuses at most %d devices", net->version,
+			       NCCL_NET_MAX_DEVS_PER_NIC_V11);
+			return -1;
+		}
+		p9.ndevs = n;
+		memcpy(p9.devs, p12.devs, sizeof(p9.devs));
+		res = net->version == 9 ? T(9)->makeVDevice(dev, &p9) :
+		      net->version == 10 ? T(10)->makeVDevice(dev, &p9) : T(11)->makeVDevice(dev, &p9);
+	}
+	return nb_chk(res, "makeVDevice");
+}
+
 int nb_net_listen(struct nb_net *net, int dev, void *handle, void **lcomm)
 {
 	int res;

@@ -86,6 +86,8 @@ static void nb_usage(FILE *f)
 "                        interleaved, and prints a comparison table\n"
 "  -V, --net-version N   use the plugin's ncclNetPlugin_vN table (default newest)\n"
 "  -d, --dev N           plugin device index (default 0)\n"
+"      --vdev LIST       fuse the devices in LIST (e.g. 0,1) with makeVDevice and\n"
+"                        use the virtual device (ncclNet v9+; overrides -d)\n"
 "  -B, --buffsize SIZE   per-connection buffer, NCCL_BUFFSIZE-like (default 4M)\n"
 "  -g, --groups K        tags grouped per irecv in multirecv (default min(maxRecvs,4))\n"
 "      --flush auto|on|off  iflush after receives (auto: forceFlush property or\n"
@@ -142,6 +144,7 @@ static const struct option nb_longopts[] = {
 	{ "list", no_argument, NULL, 'l' }, { "yield", required_argument, NULL, 8 },
 	{ "stats", no_argument, NULL, 9 }, { "help", no_argument, NULL, 'h' },
 	{ "self", no_argument, NULL, 10 }, { "profile", required_argument, NULL, 11 },
+	{ "vdev", required_argument, NULL, 12 },
 	{ "version", no_argument, NULL, 256 }, { NULL, 0, NULL, 0 }
 };
 
@@ -183,6 +186,7 @@ static int nb_opt_one(struct nb_opts *o, int ch, const char *arg)
 	case 9: o->stats = 1; return 0;
 	case 10: o->self = 1; return 0;
 	case 11: o->profile = arg; return 0;
+	case 12: o->vdev = arg; return 0;
 	default: return -1;
 	}
 }
@@ -487,13 +491,17 @@ static int nb_open_plugin(struct nb_net *net, const char *spec, const struct nb_
 	if (nb_net_load(net, spec, o->net_version) != 0 || nb_net_init(net) != 0 ||
 	    nb_net_devices(net, &ndev) != 0)
 		return -1;
-	if (ndev <= 0 || o->dev < 0 || o->dev >= ndev) {
+	c->dev = o->dev;
+	if (o->vdev && (nb_net_make_vdevice(net, o->vdev, &c->dev) != 0 ||
+			nb_net_devices(net, &ndev) != 0))
+		return -1;
+	if (ndev <= 0 || c->dev < 0 || c->dev >= ndev) {
 		nb_err("plugin %s has %d device(s); device %d is not one of them%s%s", net->name,
-		       ndev, o->dev, nb_net_last_warn()[0] ? "; plugin said: " : "",
+		       ndev, c->dev, nb_net_last_warn()[0] ? "; plugin said: " : "",
 		       nb_net_last_warn());
 		return -1;
 	}
-	return nb_net_props(net, o->dev, &c->props);
+	return nb_net_props(net, c->dev, &c->props);
 }
 
 static int nb_list_one(const struct nb_opts *o, const char *spec)
@@ -538,7 +546,7 @@ static int nb_self(const struct nb_opts *o)
 	if ((o->profile && nb_prof_open(o->profile, -1) != 0) ||
 	    nb_open_plugin(&net, o->plugins[0], o, &c) != 0)
 		return 1;
-	rc = nb_self_run(&net, o->dev, o->minbytes, o->warmup, o->iters);
+	rc = nb_self_run(&net, c.dev, o->minbytes, o->warmup, o->iters);
 	nb_net_unload(&net);
 	return rc ? 1 : 0;
 }
@@ -592,6 +600,7 @@ static int nb_rank_main(const struct nb_opts *o, const char *host, int port, int
 		if (nb_open_plugin(&net[pl], o->plugins[pl], o, &c[pl]) != 0)
 			nb_fail();
 		nb_engine_setup(&e[pl], &net[pl], &oob, o);
+		e[pl].dev = c[pl].dev;	/* -d, or the virtual device of --vdev */
 		c[pl].e = &e[pl];
 		c[pl].o = o;
 		c[pl].rank = o->rank;

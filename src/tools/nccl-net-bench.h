@@ -81,6 +81,8 @@ int nb_net_devices(struct nb_net *net, int *ndev);
 int nb_net_props(struct nb_net *net, int dev, struct nb_props *p);
 int nb_net_listen(struct nb_net *net, int dev, void *handle, void **lcomm);
 int nb_net_connect(struct nb_net *net, int dev, void *handle, void **scomm);
+/* makeVDevice (v9+) over the devices in list "A,B,..."; *dev gets the new one. */
+int nb_net_make_vdevice(struct nb_net *net, const char *list, int *dev);
 int nb_net_accept(struct nb_net *net, void *lcomm, void **rcomm);
 int nb_net_regmr(struct nb_net *net, void *comm, void *data, size_t size, void **mh);
 int nb_net_deregmr(struct nb_net *net, void *comm, void *mh);
@@ -234,6 +236,7 @@ struct nb_opts {
 	int nplugins;
 	int net_version;
 	int dev;
+	const char *vdev;		/* --vdev: physical devices fused by makeVDevice */
 	size_t buffsize;
 	int groups;
 	int flush;			/* -1 auto, 0 off, 1 on */
@@ -253,6 +256,7 @@ struct nb_ctx {
 	const struct nb_opts *o;
 	struct nb_props props;
 	int rank, nranks;
+	int dev;			/* -d, or the virtual device made by --vdev */
 	int groups;			/* tags per unit in multirecv */
 };
 
