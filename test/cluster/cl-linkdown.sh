@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A rail's link taken down mid-run (2 hosts x 2 rails, RoCE): both sides' comms on that rail
+# fail with errors naming the port and the peer; comms on the other rail are unaffected; the
+# link back up lets new comms on it connect and move data.
+. "$(dirname "$0")/cl-common.sh"
+export NCCL_SOCKET_IFNAME=mgmt0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET
+
+cl_up --hosts 2 --nics 2
+long=(-t sendrecv -b 256K -e 256K -n 100000 -w 1)
+cl_rank down h0 0 2 0 "${long[@]}"
+cl_rank down h1 1 2 0 "${long[@]}"
+PORT=$((PORT + 100))
+cl_rank other h0 0 2 1 -t sendrecv -b 8 -e 1M -f 4 -n 200 -w 1
+cl_rank other h1 1 2 1 -t sendrecv -b 8 -e 1M -f 4 -n 200 -w 1
+# mid-run: once both rail-0 ranks print their results table (comms connected, data moving)
+for ((i = 0; i < 400; i++)); do
+	grep -q 'size.*count' "$TMP/down.0" 2>/dev/null && break
+	sleep 0.05
+done
+sleep 0.5
+grep -q 'size.*count' "$TMP/down.0" || { cl_show down; fail "rail 0's run did not start"; }
+"$SC" link h1 0 down || fail "sim-cluster link h1 0 down"
+t0=$(date +%s)
+set -- "${CL_PIDS[@]}"
+CL_PIDS=("$1" "$2")
+cl_wait
+secs=$(( $(date +%s) - t0 ))
+[ "$rc" = 2 ] || { cl_show down; fail "rail 0 down: $rc of 2 ranks failed (want both)"; }
+[ "$secs" -le 20 ] || { cl_show down; fail "rail 0 down: took ${secs}s to fail"; }
+grep -q 'path check' "$TMP"/down.* && { cl_show down; fail "rail 0 failed at connect, not mid-run"; }
+grep -h 'WARN' "$TMP"/down.0 | grep 'mlx5_0:1' | grep -q '10\.250\.0\.2' ||
+	{ cl_show down; fail "h0's error does not name its port mlx5_0:1 and the peer 10.250.0.2"; }
+grep -h 'WARN' "$TMP"/down.1 | grep 'mlx5_0:1' | grep -q '10\.250\.0\.1' ||
+	{ cl_show down; fail "h1's error does not name its port mlx5_0:1 and the peer 10.250.0.1"; }
+echo "rail 0 down mid-run: both ranks failed in ${secs}s naming port and peer: ok"
+CL_PIDS=("$3" "$4")
+cl_wait
+[ "$rc" = 0 ] || { cl_show other; fail "rail 1 was affected by rail 0's link going down"; }
+grep -q 'Out of bounds values : 0 OK' "$TMP/other.0" || { cl_show other; fail "rail 1: values"; }
+echo "rail 1 during rail 0's outage: unaffected: ok"
+"$SC" link h1 0 up || fail "sim-cluster link h1 0 up"
+cl_rank again h0 0 2 0 -t sendrecv -b 8 -e 64K -f 8 -n 2 -w 1
+cl_rank again h1 1 2 0 -t sendrecv -b 8 -e 64K -f 8 -n 2 -w 1
+cl_wait
+[ "$rc" = 0 ] || { cl_show again; fail "rail 0 back up: new comms do not connect"; }
+echo "rail 0 back up: new comms connect: ok"

@@ -1,0 +1,13 @@
+# The simulated cluster (test/cluster/README section in the top README): sim-cluster makes
+# hosts out of network namespaces; these tests run the plugin across them (they skip, 77,
+# without root or network namespaces).
+CLUSTER_TESTS = \
+	test/cluster/cl-ring.sh \
+	test/cluster/cl-gid.sh \
+	test/cluster/cl-fabrics.sh \
+	test/cluster/cl-linkdown.sh \
+	test/cluster/cl-vnic.sh \
+	test/cluster/cl-mpirun.sh
+TESTS += $(CLUSTER_TESTS)
+dist_check_SCRIPTS += $(CLUSTER_TESTS) test/cluster/sim-cluster test/cluster/sim-cluster-rsh
+EXTRA_DIST += test/cluster/cl-common.sh
