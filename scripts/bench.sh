@@ -16,11 +16,22 @@
 # build/bench/bench.svg and build/bench/*.csv. Exit status: non-zero when a
 # run fails or a result is wrong (speed targets are reported, not enforced).
 #
+# --hosts N (N >= 2, simverbs only, as root): the plugin runs of (b), (c), (d) and the sweep
+# across N simulated hosts instead (test/cluster/sim-cluster: one rank per host, InfiniBand,
+# handshake on the management network); the raw benchmark and the ratios are single-host only.
 # Environment: NV_BUILD_DIR (default build/), NB_QUICK=1 (fewer rounds),
 # NB_ROUNDS (rounds of (a)-(d), default 5), NB_DEV (plugin device index, default 0), NB_RAW_DEV (verbs device for the
 # raw benchmark), NB_SKIP_SETUP=1 (use the existing build as is).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+hosts=1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--hosts) hosts=${2:-}; shift 2 ;;
+	*) echo "usage: scripts/bench.sh [--hosts N]" >&2; exit 2 ;;
+	esac
+done
+[[ $hosts =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] || { echo "bench: --hosts wants a number" >&2; exit 2; }
 B=${NV_BUILD_DIR:-$top/build}
 export NV_BUILD_DIR=$B
 
@@ -100,8 +111,45 @@ verdict() {	# verdict RATIO OP TARGET
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2];
 	else printf "%.4g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+# --hosts N: the plugin's runs across N simulated hosts, one rank per host.
+bench_hosts() {
+	local sc=$top/test/cluster/sim-cluster port=$((30000 + $$ % 20000)) name args r pids rc
+	[ "$fabric" = simverbs ] || { echo "bench: --hosts needs simverbs (no RDMA device)" >&2; exit 1; }
+	export SIM_CLUSTER="bh$(($$ % 1000000))"
+	trap '"$sc" down >/dev/null 2>&1; rm -rf "$rv"' EXIT
+	step "sim-cluster up --hosts $hosts --link ib"
+	"$sc" up --hosts "$hosts" --link ib --build "$B" || exit 1
+	for name in sendrecv latency allreduce sweep; do
+		case $name in
+		sendrecv) args=(-t sendrecv -b 4M -e 4M -n "$bw_iters" -w 5) ;;
+		latency) args=(-t latency -b 8 -e 8 -n "$lat_iters" -w 100 -R 3) ;;
+		allreduce) args=(-t allreduce -b 64M -e 64M -n "$ar_iters" -w 1) ;;
+		sweep) args=(-t all $sweep --plot "$out/bench.svg") ;;
+		esac
+		step "$name across $hosts hosts: nccl-net-bench ${args[*]}"
+		pids=()
+		for ((r = 0; r < hosts; r++)); do
+			NCCL_SOCKET_IFNAME=mgmt0 "$sc" exec "h$r" -- "$BENCH" -p "$PLUGIN" -d "${NB_DEV:-0}" \
+				--timeout 300 --rank "$r" --nranks "$hosts" --root "10.250.0.1:$port" \
+				"${args[@]}" --csv "$out/hosts-$name.csv" >"$out/hosts-$name.$r.txt" 2>&1 &
+			pids+=($!)
+		done
+		for r in "${pids[@]}"; do wait "$r" || status=1; done
+		cat "$out/hosts-$name.0.txt"
+		port=$((port + 1))
+	done
+	echo
+	echo "== summary ($hosts simulated hosts, InfiniBand, one rank each)"
+	echo "  sendrecv 4 MiB bus bandwidth: $(csvcol "$out/hosts-sendrecv.csv" sendrecv 4194304 busbw_GBps) GB/s"
+	echo "  8 B latency: $(csvcol "$out/hosts-latency.csv" latency 8 time_us) us"
+	echo "  allreduce 64 MiB bus bandwidth: $(csvcol "$out/hosts-allreduce.csv" allreduce 67108864 busbw_GBps) GB/s"
+	echo "  plot: $out/bench.svg"
+	exit "$status"
+}
+
 # One round = (a), (b), (c), (d) back to back; several rounds interleave the raw
 # and the plugin runs so that load from elsewhere hits both alike; medians.
+[ "$hosts" -gt 1 ] && bench_hosts
 for m in a b c craw d acpu bcpu dcpu cmin crawmin bn cn dn load; do : >"$rv/$m.txt"; done
 for round in $(seq 1 "$rounds"); do
 	q=(); [ "$round" = 1 ] || q=(-q)
