@@ -49,34 +49,47 @@ static void sv_host_name(char *buf, size_t len)
 		snprintf(buf, len, "localhost");
 }
 
-/* Finds or allocates this host's entry.  0 or a positive errno. */
+/* Finds or allocates this host's entry (SIMVERBS_HOST_INDEX: that one, so a
+ * host keeps its GUIDs and LIDs across fabric lifetimes).  0 or an errno. */
 static int sv_host_register(void)
 {
 	struct sv_fabric *f = sv_g.fab;
+	const char *want = getenv("SIMVERBS_HOST_INDEX");
+	long wi = want && *want ? strtol(want, NULL, 0) : -1;
 	int rc = ENOSPC;
 
 	sv_host_name(sv_g.host_name, sizeof(sv_g.host_name));
+	if (wi >= SV_MAX_HOSTS) {
+		sv_log("SIMVERBS_HOST_INDEX=%s: at most %d hosts", want, SV_MAX_HOSTS - 1);
+		return EINVAL;
+	}
 	if (sv_lock())
 		return EIO;
-	for (uint32_t i = 0; i < SV_MAX_HOSTS; i++) {
+	for (uint32_t i = 0; i < SV_MAX_HOSTS && rc == ENOSPC; i++) {
 		struct sv_shm_host *h = &f->hosts[i];
+		bool used = atomic_load(&h->used);
 
-		if (atomic_load(&h->used) && !strcmp(h->name, sv_g.host_name)) {
-			sv_g.host = i;
-			rc = 0;
-			break;
-		}
-		if (!atomic_load(&h->used)) {
+		if (used && !strcmp(h->name, sv_g.host_name)) {
+			rc = wi < 0 || (uint32_t)wi == i ? 0 : EBUSY;
+		} else if (wi >= 0 && (uint32_t)wi != i) {
+			continue;
+		} else if (used) {
+			rc = wi >= 0 ? EBUSY : ENOSPC;	/* the wanted index is someone else's */
+			continue;
+		} else {
 			snprintf(h->name, sizeof(h->name), "%s", sv_g.host_name);
 			atomic_store(&h->used, 1);
-			sv_g.host = i;
 			rc = 0;
-			break;
 		}
+		if (!rc)
+			sv_g.host = i;
 	}
 	sv_unlock();
-	if (rc)
+	if (rc == ENOSPC)
 		sv_log("fabric %s: more than %d hosts", sv_g.fabric_name, SV_MAX_HOSTS);
+	if (rc == EBUSY)
+		sv_log("host %s: SIMVERBS_HOST_INDEX=%ld is another host's (or %s has another index)",
+		       sv_g.host_name, wi, sv_g.host_name);
 	return rc;
 }
 
