@@ -16,6 +16,10 @@ skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
 command -v ip >/dev/null && command -v nsenter >/dev/null || skip "needs iproute2 and nsenter"
 ip netns add "simc-probe-$$" 2>/dev/null || skip "cannot create network namespaces here"
+if ! ip netns exec "simc-probe-$$" unshare --uts --mount true 2>/dev/null; then
+	ip netns del "simc-probe-$$"
+	skip "cannot enter network, UTS and mount namespaces here"
+fi
 ip netns del "simc-probe-$$"
 [ -x "$BENCH" ] || fail "$BENCH not built"
 

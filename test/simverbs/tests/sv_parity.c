@@ -3,7 +3,8 @@
  * rely on, checked at the verbs level: mlx5-like ECE (options before RTR,
  * set_ece rules, the intersection from RTR on), an iWARP device (transport,
  * node type, no RDMA Write with immediate), IB subnets joined by a router
- * (LID within, GRH + FLID across), rtr_timeouts, ibv_query_port_speed.
+ * (LID within, GRH + FLID across: any other address is accepted by RTR and
+ * its write times out), rtr_timeouts, ibv_query_port_speed.
  */
 #include "svt.h"
 
@@ -55,29 +56,59 @@ static void iwarp(void)
 	svt_ep_fini(&a);
 }
 
+/* a's write with RTR attributes at (b is connected back to a over GRH + FLID):
+ * its status.  An address with no path is accepted by RTR and the write times
+ * out. */
+static int router_write(struct svt_ep *a, struct ibv_qp_attr *at)
+{
+	struct ibv_qp_attr rts;
+	int st;
+
+	SVT_EQ(svt_to_init(a, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE), 0);
+	SVT_EQ(ibv_modify_qp(a->qp, at, SVT_RTR_MASK), 0);
+	svt_rts_attr(&rts, 14, 7, 7);
+	SVT_EQ(ibv_modify_qp(a->qp, &rts, SVT_RTS_MASK), 0);
+	SVT_EQ(svt_post_write(a, IBV_WR_RDMA_WRITE, 0, 0, 0, 0, 0, 0, IBV_SEND_SIGNALED, 1), 0);
+	st = svt_poll1(a->cq, 20000).status;
+	rts.qp_state = IBV_QPS_RESET;
+	SVT_EQ(ibv_modify_qp(a->qp, &rts, IBV_QP_STATE), 0);
+	return st;
+}
+
 static void router(void)
 {
 	struct svt_ep a, b;
-	struct svt_info bi;
+	struct svt_info ai, bi;
 	struct ibv_qp_attr at;
-	union ibv_gid g;
+	union ibv_gid g, ga;
 
 	svt_ep_init(&a, "ra", 16, 8, 0, 0);
 	svt_ep_init(&b, "rb", 16, 8, 0, 0);
 	SVT_EQ(ibv_query_gid(b.ctx, 1, 1, &g), 0); /* routable GID: FLID 0x201, subnet 2 */
 	SVT_EQ(g.raw[4] << 8 | g.raw[5], 0x201);
 	SVT_EQ(g.raw[6] << 8 | g.raw[7], 2);
+	SVT_EQ(ibv_query_gid(a.ctx, 1, 1, &ga), 0);
+	ai = svt_ep_info(&a);
 	bi = svt_ep_info(&b);
-	SVT_EQ(svt_to_init(&a, IBV_ACCESS_LOCAL_WRITE), 0);
+	SVT_EQ(svt_to_init(&b, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE), 0);
+	svt_rtr_attr(&b, &ai, &at); /* b -> a: GRH + a's FLID */
+	at.ah_attr.is_global = 1;
+	at.ah_attr.grh.dgid = ga;
+	at.ah_attr.grh.sgid_index = 1;
+	at.ah_attr.grh.hop_limit = 255;
+	at.ah_attr.dlid = 0x101;
+	SVT_EQ(ibv_modify_qp(b.qp, &at, SVT_RTR_MASK), 0);
+	svt_rts_attr(&at, 14, 7, 7);
+	SVT_EQ(ibv_modify_qp(b.qp, &at, SVT_RTS_MASK), 0);
 	svt_rtr_attr(&a, &bi, &at); /* by LID: another subnet, no path */
-	SVT_EQ(ibv_modify_qp(a.qp, &at, SVT_RTR_MASK), EINVAL);
+	SVT_EQ(router_write(&a, &at), IBV_WC_RETRY_EXC_ERR);
 	at.ah_attr.is_global = 1; /* GRH but DLID = LID: the router drops it */
 	at.ah_attr.grh.dgid = g;
 	at.ah_attr.grh.sgid_index = 1;
 	at.ah_attr.grh.hop_limit = 255;
-	SVT_EQ(ibv_modify_qp(a.qp, &at, SVT_RTR_MASK), EINVAL);
+	SVT_EQ(router_write(&a, &at), IBV_WC_RETRY_EXC_ERR);
 	at.ah_attr.dlid = 0x201; /* GRH + FLID */
-	SVT_EQ(ibv_modify_qp(a.qp, &at, SVT_RTR_MASK), 0);
+	SVT_EQ(router_write(&a, &at), IBV_WC_SUCCESS);
 	svt_ep_fini(&a);
 	svt_ep_fini(&b);
 }
