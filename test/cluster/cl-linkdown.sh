@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# A rail's link taken down mid-run (2 hosts x 2 rails, RoCE): both sides' comms on that rail
-# fail with errors naming the port and the peer; comms on the other rail are unaffected; the
-# link back up lets new comms on it connect and move data.
+# Rail 0's links taken down mid-run (2 hosts x 2 rails, RoCE; both hosts' rail-0 NICs, as when
+# the rail's switch fails, during a bidirectional sendrecv, so that each side has requests in
+# flight and reports its own plugin error before the other side's exit ends the run): both sides' comms on that rail fail with errors naming the port and the
+# peer; comms on the other rail are unaffected; the links back up let new comms on rail 0
+# connect and move data.
 . "$(dirname "$0")/cl-common.sh"
 export NCCL_SOCKET_IFNAME=mgmt0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET
 
 cl_up --hosts 2 --nics 2
-long=(-t sendrecv -b 256K -e 256K -n 100000 -w 1)
+long=(-t sendrecv-bi -b 256K -e 256K -n 100000 -w 1)
 cl_rank down h0 0 2 0 "${long[@]}"
 cl_rank down h1 1 2 0 "${long[@]}"
 PORT=$((PORT + 100))
@@ -19,7 +21,8 @@ for ((i = 0; i < 400; i++)); do
 done
 sleep 0.5
 grep -q 'size.*count' "$TMP/down.0" || { cl_show down; fail "rail 0's run did not start"; }
-"$SC" link h1 0 down || fail "sim-cluster link h1 0 down"
+"$SC" link h1 0 down & "$SC" link h0 0 down || fail "sim-cluster link h0 0 down"
+wait $! || fail "sim-cluster link h1 0 down"
 t0=$(date +%s)
 set -- "${CL_PIDS[@]}"
 CL_PIDS=("$1" "$2")
@@ -38,7 +41,7 @@ cl_wait
 [ "$rc" = 0 ] || { cl_show other; fail "rail 1 was affected by rail 0's link going down"; }
 grep -q 'Out of bounds values : 0 OK' "$TMP/other.0" || { cl_show other; fail "rail 1: values"; }
 echo "rail 1 during rail 0's outage: unaffected: ok"
-"$SC" link h1 0 up || fail "sim-cluster link h1 0 up"
+"$SC" link h0 0 up && "$SC" link h1 0 up || fail "sim-cluster link h0/h1 0 up"
 cl_rank again h0 0 2 0 -t sendrecv -b 8 -e 64K -f 8 -n 2 -w 1
 cl_rank again h1 1 2 0 -t sendrecv -b 8 -e 64K -f 8 -n 2 -w 1
 cl_wait
