@@ -8,10 +8,12 @@
  *     unchanged handle connects; and every listener's secret is random over
  *     its whole length (two listeners' secrets differ in both halves).
  *  2. The address range rule (NCCL_IB_ADDR_RANGE), end to end on RoCE in
- *     children with their own knobs: 127.0.0.0/8 puts ::ffff:127.0.0.1 on
- *     the wire, <handshake address>/32 that address, and a range that holds
- *     no GID of the port leaves NCCL's start entry, index 0 (link-local
- *     fe80::, reported "NOT usable" at INFO): never an address outside it.
+ *     children with their own knobs: <handshake address>/32 puts that
+ *     address on the wire, and a range that holds no GID of the port
+ *     (127.0.0.0/8: loopback is never in a RoCE GID table, unless lo is the
+ *     only interface; 10.254.253.0/24) leaves NCCL's start entry, index 0
+ *     (link-local fe80::, reported "NOT usable" at INFO): never an address
+ *     outside it.
  */
 #include "config.h"
 
@@ -131,8 +133,11 @@ static void range_rule(const char *hs_addr)
 	unsigned i;
 
 	memset(c, 0, sizeof(c));
+	/* a RoCE port's GID table holds its netdev's addresses, never loopback's
+	 * (simverbs binds the port to lo only on a host with no other interface) */
 	snprintf(c[0].range, sizeof(c[0].range), "127.0.0.0/8");
-	snprintf(c[0].want_gid, sizeof(c[0].want_gid), "::ffff:127.0.0.1");
+	snprintf(c[0].want_gid, sizeof(c[0].want_gid), "%s",
+		 strcmp(hs_addr, "127.0.0.1") ? "fe80:" : "::ffff:127.0.0.1");
 	snprintf(c[1].range, sizeof(c[1].range), "%s/32", hs_addr);
 	snprintf(c[1].want_gid, sizeof(c[1].want_gid), "::ffff:%s", hs_addr);
 	snprintf(c[2].range, sizeof(c[2].range), "10.254.253.0/24");
