@@ -297,6 +297,7 @@ int sv_cq_push(struct sv_cq_ring *r, const struct sv_cqe *src)
 	e->slid = src->slid;
 	e->flags = src->flags;
 	e->vendor_err = src->vendor_err;
+	e->sl = src->sl;
 	atomic_store_explicit(&e->seq, t + 1, memory_order_release);
 	return 0;
 }
@@ -338,7 +339,7 @@ static void sv_cqe_to_wc(const struct sv_cqe *e, struct ibv_wc *wc)
 	wc->wc_flags = e->wc_flags;
 	wc->pkey_index = 0;
 	wc->slid = e->slid;
-	wc->sl = 0;
+	wc->sl = (uint8_t)e->sl;
 	wc->dlid_path_bits = 0;
 }
 

@@ -411,6 +411,146 @@ static enum sv_exec sv_do_rdma(struct sv_qp *qp, struct sv_swqe *w, struct sv_io
 }
 
 /* Latency and bandwidth-cap knobs: when may this WQE execute? */
+/* ---- UD: one datagram per WQE to (AH, remote QPN, Q_Key) */
+
+#define SV_GRH_LEN 40	/* the first 40 bytes of every UD receive buffer */
+
+/* Maps the destination's receive queue and CQ (a one-entry cache). */
+static bool sv_ud_peer(struct sv_qp *qp, struct sv_shm_qp *d, uint32_t qpn)
+{
+	if (qp->peer == d && qp->peer_qpn == qpn && qp->peer_pid == d->pid && qp->peer_rq)
+		return true;
+	sv_peer_unmap(qp);
+	qp->peer_rq = sv_seg_map((char)d->rq_kind, d->rq_slot, d->rq_gen, d->rq_bytes);
+	qp->peer_rq_bytes = d->rq_bytes;
+	qp->peer_cq_bytes = sv_g.fab->cqs[d->recv_cq_slot].ring_bytes;
+	qp->peer_cq = sv_seg_map('c', d->recv_cq_slot, d->recv_cq_gen, qp->peer_cq_bytes);
+	if (!qp->peer_rq || !qp->peer_cq) {
+		sv_peer_unmap(qp);
+		return false;
+	}
+	qp->peer = d;
+	qp->peer_qpn = qpn;
+	qp->peer_pid = d->pid;
+	return true;
+}
+
+/* The destination QP if the datagram reaches it (else NULL: dropped). */
+static struct sv_shm_qp *sv_ud_dest(struct sv_qp *qp, const struct sv_swqe *w)
+{
+	struct sv_shm_qp *d = &sv_g.fab->qps[w->ud_qpn & (SV_MAX_QP_SLOTS - 1)];
+	const struct ibv_ah_attr *ah = &w->ah->attr;
+	const struct sv_device *dd;
+	uint32_t st, qkey = w->ud_qkey;
+
+	if (atomic_load(&d->qpn) != w->ud_qpn || d->qp_type != IBV_QPT_UD)
+		return NULL;
+	st = atomic_load(&d->state);
+	dd = sv_dev_by_name(d->dev_name);
+	if ((st != IBV_QPS_RTR && st != IBV_QPS_RTS) || !dd ||
+	    dd->link_layer != qp->ctx->dev->link_layer || !sv_pid_alive(d->pid))
+		return NULL;
+	if (dd->link_layer == IBV_LINK_LAYER_ETHERNET || ah->is_global) {
+		if (sv_gid_lookup(&dd->ports[d->port - 1], &ah->grh.dgid) < 0)
+			return NULL;
+	}
+	if (dd->link_layer == IBV_LINK_LAYER_INFINIBAND && ah->dlid != dd->ports[d->port - 1].lid)
+		return NULL;
+	if (qkey & 0x80000000u)	/* the high bit: use the QP's own Q_Key */
+		qkey = atomic_load(&qp->sh->qkey);
+	return qkey == atomic_load(&d->qkey) ? d : NULL;
+}
+
+/* The 40 bytes before the payload: an IB GRH (IPv6 header layout), or for a
+ * RoCE v2 IPv4-mapped pair 20 zero bytes and an IPv4 header; zeros without
+ * a GRH (its contents are undefined then). */
+static void sv_ud_grh(const struct sv_qp *qp, const struct ibv_ah_attr *ah, uint32_t len,
+		      uint8_t *g)
+{
+	const struct sv_gid *s = &qp->ctx->dev->ports[qp->sh->port - 1].gids[ah->grh.sgid_index];
+	static const uint8_t v4pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	memset(g, 0, SV_GRH_LEN);
+	if (!ah->is_global)
+		return;
+	if (s->type == IBV_GID_TYPE_ROCE_V2 && !memcmp(s->gid.raw, v4pfx, 12) &&
+	    !memcmp(ah->grh.dgid.raw, v4pfx, 12)) {
+		uint8_t *ip = g + 20;
+		uint16_t tot = (uint16_t)(20 + 8 + 12 + 8 + len + 4);	/* UDP BTH DETH ICRC */
+
+		ip[0] = 0x45;
+		ip[1] = ah->grh.traffic_class;
+		ip[2] = (uint8_t)(tot >> 8);
+		ip[3] = (uint8_t)tot;
+		ip[8] = ah->grh.hop_limit;
+		ip[9] = 17;	/* UDP */
+		memcpy(ip + 12, s->gid.raw + 12, 4);
+		memcpy(ip + 16, ah->grh.dgid.raw + 12, 4);
+		return;
+	}
+	g[0] = (uint8_t)(0x60 | (ah->grh.traffic_class >> 4));
+	g[1] = (uint8_t)((ah->grh.traffic_class << 4) | ((ah->grh.flow_label >> 16) & 0xf));
+	g[2] = (uint8_t)(ah->grh.flow_label >> 8);
+	g[3] = (uint8_t)ah->grh.flow_label;
+	g[4] = (uint8_t)((len + 8) >> 8);	/* payload length: DETH + data */
+	g[5] = (uint8_t)(len + 8);
+	g[6] = 0x1b;	/* next header: IBA transport */
+	g[7] = ah->grh.hop_limit;
+	memcpy(g + 8, s->gid.raw, 16);
+	memcpy(g + 24, ah->grh.dgid.raw, 16);
+}
+
+/* Delivers the datagram, or drops it silently (no such QP, not UD, not
+ * RTR/RTS, wrong address, Q_Key mismatch, no receive posted), as the wire
+ * does; the send completes successfully either way.  A receive too small
+ * for GRH + payload, or with a bad SGE, completes in error at the receiver
+ * (LOC_LEN_ERR / LOC_PROT_ERR); a UD QP stays usable. */
+static enum sv_exec sv_do_ud(struct sv_qp *qp, struct sv_swqe *w, struct sv_iovs *lio)
+{
+	struct sv_shm_qp *d = sv_ud_dest(qp, w);
+	const struct ibv_ah_attr *ah = &w->ah->attr;
+	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM;
+	struct sv_rwqe_sge sg[SV_MAX_IOV];
+	struct sv_iovs out, rio;
+	uint8_t grh[SV_GRH_LEN];
+	struct sv_rwqe rw;
+	struct sv_cqe e;
+	int rc;
+
+	if (!d || !sv_ud_peer(qp, d, w->ud_qpn) || !sv_claim_recv(qp->peer_rq, &rw, sg))
+		return SV_DONE;
+	memset(&e, 0, sizeof(e));
+	e.wr_id = rw.wr_id;
+	e.opcode = IBV_WC_RECV;
+	e.qp_num = w->ud_qpn;
+	e.src_qp = qp->ibv.qp_num;
+	rc = lio->n < SV_MAX_IOV ? sv_recv_iovs(qp, &rw, sg, SV_GRH_LEN + w->length, &rio)
+				  : EMSGSIZE;
+	if (rc) {
+		e.status = rc == EACCES ? IBV_WC_LOC_PROT_ERR : IBV_WC_LOC_LEN_ERR;
+		e.vendor_err = 0x82;
+		sv_push_remote(qp, &e);
+		return SV_DONE;
+	}
+	sv_ud_grh(qp, ah, w->length, grh);
+	out.v[0].iov_base = grh;
+	out.v[0].iov_len = SV_GRH_LEN;
+	out.gpu[0] = 0;
+	memcpy(out.v + 1, lio->v, (size_t)lio->n * sizeof(lio->v[0]));
+	memcpy(out.gpu + 1, lio->gpu, (size_t)lio->n * sizeof(lio->gpu[0]));
+	out.n = lio->n + 1;
+	out.any_gpu = lio->any_gpu;
+	if (sv_xfer(d->pid, true, &out, &rio))
+		return SV_DONE;	/* the receiver vanished: lost */
+	e.byte_len = SV_GRH_LEN + w->length;
+	e.imm = imm ? w->imm : 0;
+	e.wc_flags = (ah->is_global ? IBV_WC_GRH : 0) | (imm ? IBV_WC_WITH_IMM : 0);
+	e.slid = qp->sh->lid;
+	e.sl = ah->sl;
+	sv_push_remote(qp, &e);
+	return SV_DONE;
+}
+
 static uint64_t sv_release_time(struct sv_qp *qp, const struct sv_swqe *w, uint64_t now)
 {
 	struct sv_device *dev = qp->ctx->dev;
@@ -463,13 +603,15 @@ static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 	    SV_UNLIKELY(atomic_load_explicit(&qp->ctx->dev->ports[qp->sh->port - 1].link,
 					     memory_order_relaxed) != IBV_PORT_ACTIVE))
 		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
-	if (!sv_peer_ok(qp, now))
+	if (SV_LIKELY(!w->ah) && !sv_peer_ok(qp, now))
 		return sv_unreachable(qp, w, now);
 	if (sv_local_iovs(qp, w, qp->sq_exec, &lio))
 		return sv_fail(qp, IBV_WC_LOC_PROT_ERR);
 	if (w->wait == SV_WAIT_NONE && SV_UNLIKELY(sv_inject_error(qp)))
 		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
-	if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM)
+	if (SV_UNLIKELY(w->ah))
+		r = sv_do_ud(qp, w, &lio);
+	else if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM)
 		r = sv_do_send(qp, w, &lio, now);
 	else
 		r = sv_do_rdma(qp, w, &lio, now);

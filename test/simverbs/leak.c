@@ -15,6 +15,7 @@
 static const char *const sv_kind_names[SV_K_NKINDS] = {
 	[SV_K_CTX] = "context", [SV_K_PD] = "pd", [SV_K_MR] = "mr",
 	[SV_K_CQ] = "cq", [SV_K_QP] = "qp", [SV_K_CHAN] = "comp_channel", [SV_K_SRQ] = "srq",
+	[SV_K_AH] = "ah",
 };
 
 static int sv_leak_line(const struct sv_obj *o, char *buf, size_t len)

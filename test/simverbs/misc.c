@@ -252,13 +252,6 @@ void sv_qp_ece_rtr(struct sv_qp *qp)
 
 #define SV_NULL_EOPNOTSUPP do { errno = EOPNOTSUPP; return NULL; } while (0)
 
-SV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
-struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
-{
-	(void)pd; (void)attr;
-	SV_NULL_EOPNOTSUPP;
-}
-
 SV_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
 					       struct ibv_grh *grh, uint8_t port_num);
 struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh,
@@ -275,13 +268,6 @@ int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ib
 			struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
 {
 	(void)context; (void)port_num; (void)wc; (void)grh; (void)ah_attr;
-	return EOPNOTSUPP;
-}
-
-SV_EXPORT int ibv_destroy_ah(struct ibv_ah *ah);
-int ibv_destroy_ah(struct ibv_ah *ah)
-{
-	(void)ah;
 	return EOPNOTSUPP;
 }
 

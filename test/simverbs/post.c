@@ -14,6 +14,21 @@ static bool sv_opcode_ok(enum ibv_wr_opcode op)
 	       op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_READ;
 }
 
+/* UD: a send (with immediate) to an AH of the QP's PD, at most one path MTU
+ * (the port's active MTU), as rxe and the IB spec require. */
+static bool sv_ud_wr_ok(const struct sv_qp *qp, const struct ibv_send_wr *wr)
+{
+	const struct sv_ah *ah = (const struct sv_ah *)wr->wr.ud.ah;
+	uint64_t len = 0;
+
+	if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) || !ah ||
+	    ah->pd != qp->pd)
+		return false;
+	for (int i = 0; i < wr->num_sge; i++)
+		len += wr->sg_list[i].length;
+	return len <= (128u << qp->ctx->dev->ports[qp->sh->port - 1].mtu);
+}
+
 /* Validates and queues one WR.  Returns 0 or the errno post_send returns. */
 static int sv_queue_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 {
@@ -24,6 +39,8 @@ static int sv_queue_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	uint64_t len = 0;
 
 	if (!sv_opcode_ok(wr->opcode) || wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+		return EINVAL;
+	if (qp->ibv.qp_type == IBV_QPT_UD && !sv_ud_wr_ok(qp, wr))
 		return EINVAL;
 	if (qp->ctx->dev->ibv.transport_type == IBV_TRANSPORT_IWARP &&
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
@@ -55,6 +72,12 @@ static int sv_queue_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	w->length = (uint32_t)len;
 	w->remote_addr = wr->wr.rdma.remote_addr;
 	w->rkey = wr->wr.rdma.rkey;
+	w->ah = NULL;
+	if (qp->ibv.qp_type == IBV_QPT_UD) {
+		w->ah = (struct sv_ah *)wr->wr.ud.ah;
+		w->ud_qpn = wr->wr.ud.remote_qpn;
+		w->ud_qkey = wr->wr.ud.remote_qkey;
+	}
 	w->not_before = 0;
 	w->wait = SV_WAIT_NONE;
 	__atomic_store_n(&qp->sq_post, idx + 1, __ATOMIC_RELAXED);

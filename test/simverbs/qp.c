@@ -44,7 +44,29 @@ static const struct sv_trans sv_rc_trans[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
 	},
 };
 
-static bool sv_trans_ok(uint32_t cur, uint32_t next, uint32_t mask)
+/* UD transitions (IB spec 11.2.4.2 table 91 for UD): Q_Key instead of
+ * access flags, nothing to resolve at RTR, SQ_PSN at RTS. */
+static const struct sv_trans sv_ud_trans[IBV_QPS_ERR + 1][IBV_QPS_ERR + 1] = {
+	[IBV_QPS_RESET] = {
+		[IBV_QPS_RESET] = { 0, 0 },
+		[IBV_QPS_INIT] = { SV_M(PKEY_INDEX) | SV_M(PORT) | SV_M(QKEY), 0 },
+	},
+	[IBV_QPS_INIT] = {
+		[IBV_QPS_INIT] = { 0, SV_M(PKEY_INDEX) | SV_M(PORT) | SV_M(QKEY) },
+		[IBV_QPS_RTR] = { 0, SV_M(PKEY_INDEX) | SV_M(QKEY) },
+	},
+	[IBV_QPS_RTR] = {
+		[IBV_QPS_RTS] = { SV_M(SQ_PSN), SV_M(CUR_STATE) | SV_M(QKEY) },
+	},
+	[IBV_QPS_RTS] = {
+		[IBV_QPS_RTS] = { 0, SV_M(CUR_STATE) | SV_M(QKEY) },
+	},
+	[IBV_QPS_SQE] = {
+		[IBV_QPS_RTS] = { 0, SV_M(CUR_STATE) | SV_M(QKEY) },
+	},
+};
+
+static bool sv_trans_ok(uint32_t type, uint32_t cur, uint32_t next, uint32_t mask)
 {
 	const struct sv_trans *t;
 	uint32_t extra = mask & ~(uint32_t)IBV_QP_STATE;
@@ -53,7 +75,7 @@ static bool sv_trans_ok(uint32_t cur, uint32_t next, uint32_t mask)
 		return false;
 	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR)
 		return !(extra & ~(uint32_t)IBV_QP_CUR_STATE);
-	t = &sv_rc_trans[cur][next];
+	t = type == IBV_QPT_UD ? &sv_ud_trans[cur][next] : &sv_rc_trans[cur][next];
 	if (!t->req && !t->opt && !(cur == IBV_QPS_RESET && next == IBV_QPS_RESET))
 		return false;
 	if ((extra & t->req) != t->req)
@@ -89,6 +111,7 @@ static int sv_qp_slot_alloc(struct sv_qp *qp, const struct sv_context *ctx)
 		q->rq_gen = qp->srq ? (uint32_t)sv_g.pid : qpn;
 		q->rq_bytes = (uint32_t)(qp->srq ? qp->srq->rq_bytes : qp->rq_bytes);
 		q->recv_pd_id = qp->srq ? qp->srq->pd->id : qp->pd->id;
+		q->qp_type = qp->ibv.qp_type;
 		q->async_id = ctx->chan_id;
 		memcpy(q->dev_name, ctx->dev->ibv.name, sizeof(q->dev_name));
 		atomic_store(&q->qpn, qpn);
@@ -107,7 +130,8 @@ static int sv_qp_check_cap(const struct sv_context *ctx, const struct ibv_qp_ini
 {
 	const struct sv_limits *l = &ctx->dev->lim;
 
-	if (a->qp_type != IBV_QPT_RC)
+	if ((a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UD) ||
+	    (a->qp_type == IBV_QPT_UD && a->srq))
 		return EOPNOTSUPP;
 	if (!a->send_cq || !a->recv_cq || (a->srq && a->srq->context != a->send_cq->context))
 		return EINVAL;
@@ -233,6 +257,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr)
 	qp->rcq = (struct sv_cq *)attr->recv_cq;
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->srq = (struct sv_srq *)attr->srq;
+	qp->ibv.qp_type = attr->qp_type;
 	qp->peer_chan_fd = -1;
 	pthread_spin_init(&qp->lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_spin_init(&qp->rlock, PTHREAD_PROCESS_PRIVATE);
@@ -257,7 +282,6 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr)
 	qp->ibv.srq = attr->srq;
 	qp->ibv.handle = qp->slot;
 	qp->ibv.state = IBV_QPS_RESET;
-	qp->ibv.qp_type = IBV_QPT_RC;
 	pthread_mutex_init(&qp->ibv.mutex, NULL);
 	pthread_cond_init(&qp->ibv.cond, NULL);
 	atomic_fetch_add(&qp->pd->children, 1);
@@ -389,6 +413,10 @@ static void sv_apply_attrs(struct sv_qp *qp, const struct ibv_qp_attr *a, int ma
 	}
 	if (mask & IBV_QP_PKEY_INDEX)
 		s->pkey_index = a->pkey_index;
+	if (mask & IBV_QP_QKEY) {
+		s->qkey = a->qkey;
+		atomic_store(&qp->sh->qkey, a->qkey);
+	}
 	if (mask & IBV_QP_ACCESS_FLAGS) {
 		s->qp_access_flags = a->qp_access_flags;
 		atomic_store(&qp->sh->access, a->qp_access_flags);
@@ -455,7 +483,7 @@ static int sv_modify_locked(struct sv_qp *qp, struct ibv_qp_attr *a, int mask)
 		       a->cur_qp_state, cur);
 		return EINVAL;
 	}
-	if (!sv_trans_ok(cur, next, (uint32_t)mask)) {
+	if (!sv_trans_ok(qp->ibv.qp_type, cur, next, (uint32_t)mask)) {
 		SV_DBG("modify_qp 0x%x: %u -> %u with attr_mask 0x%x: not a valid transition "
 		       "or required/forbidden attributes", qp->ibv.qp_num, cur, next, mask);
 		return EINVAL;
@@ -475,7 +503,7 @@ static int sv_modify_locked(struct sv_qp *qp, struct ibv_qp_attr *a, int mask)
 		qp->ece_set = false;
 		return 0;
 	}
-	if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+	if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR && qp->ibv.qp_type == IBV_QPT_RC) {
 		struct sv_device *dev = qp->ctx->dev;
 
 		if (dev->rtr_timeouts) { /* knob: address resolution times out */
@@ -535,7 +563,7 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask,
 	init->recv_cq = ibqp->recv_cq;
 	init->srq = ibqp->srq;
 	init->cap = qp->cap;
-	init->qp_type = IBV_QPT_RC;
+	init->qp_type = ibqp->qp_type;
 	init->sq_sig_all = qp->sq_sig_all;
 	return 0;
 }

@@ -231,7 +231,8 @@ struct ibv_qp *sv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_att
 	 * is read only when the mask bit says it is valid. */
 	if ((a->comp_mask & ~known) ||
 	    ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) ||
-	    ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~SV_OPS_OK))) {
+	    ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	     ((a->send_ops_flags & ~SV_OPS_OK) || a->qp_type != IBV_QPT_RC))) {	/* no wr_set_ud_addr */
 		errno = EOPNOTSUPP;
 		return NULL;
 	}

@@ -24,6 +24,7 @@ test_simverbs_libibverbs_la_SOURCES = \
 	test/simverbs/qpx.c \
 	test/simverbs/route.c \
 	test/simverbs/shm.c \
+	test/simverbs/ah.c \
 	test/simverbs/srq.c \
 	test/simverbs/sysfs.c \
 	test/simverbs/fabric_param.h \

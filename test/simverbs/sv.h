@@ -54,7 +54,7 @@
 #define SV_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 #define SV_MAGIC 0x53564642u	/* "SVFB" */
-#define SV_VERSION 6u	/* 6: SRQ fields in sv_shm_qp and sv_rq */
+#define SV_VERSION 7u	/* 7: UD fields in sv_shm_qp */
 #define SV_STABLE_VERSION 4u
 
 /* ---------------------------------------------------------------- shm */
@@ -106,6 +106,8 @@ struct sv_shm_qp {
 	uint32_t rq_kind;		/* segment kind: 'r' own RQ, 's' an SRQ */
 	uint32_t rq_slot;		/* segment slot (QP slot or SRQ id) */
 	uint32_t recv_pd_id;		/* PD receive SGEs are checked against */
+	uint32_t qp_type;		/* IBV_QPT_RC or IBV_QPT_UD */
+	_Atomic uint32_t qkey;		/* UD: the Q_Key datagrams must carry */
 	uint32_t min_rnr_timer;
 	uint32_t dest_qpn;
 	_Atomic uint32_t cut;		/* fault: cable cut */
@@ -213,7 +215,8 @@ struct sv_cqe {
 	uint16_t slid;
 	uint16_t flags;			/* SV_CQE_* */
 	uint32_t vendor_err;
-	uint32_t pad[2];
+	uint32_t sl;			/* UD receives: the AH's service level */
+	uint32_t pad;
 };
 #define SV_CQE_SQ 1			/* frees send-queue slots when polled */
 
@@ -295,7 +298,7 @@ struct sv_port {
 	struct sv_gid gids[SV_GID_TBL_LEN];
 };
 
-enum sv_kind { SV_K_CTX, SV_K_PD, SV_K_MR, SV_K_CQ, SV_K_QP, SV_K_CHAN, SV_K_SRQ, SV_K_NKINDS };
+enum sv_kind { SV_K_CTX, SV_K_PD, SV_K_MR, SV_K_CQ, SV_K_QP, SV_K_CHAN, SV_K_SRQ, SV_K_AH, SV_K_NKINDS };
 
 struct sv_device {
 	struct ibv_device ibv;		/* first: apps see this */
@@ -349,6 +352,14 @@ struct sv_pd {
 	struct sv_obj obj;
 	uint32_t id;
 	_Atomic uint32_t children;
+};
+
+/* UD address handle (ah.c). */
+struct sv_ah {
+	struct ibv_ah ibv;		/* first */
+	struct sv_obj obj;
+	struct sv_pd *pd;
+	struct ibv_ah_attr attr;
 };
 
 struct sv_srq {
@@ -423,6 +434,8 @@ struct sv_swqe {
 	uint32_t rnr_left;
 	uint32_t wait;			/* SV_WAIT_* while stalled */
 	uint64_t rnr_next;
+	struct sv_ah *ah;		/* UD: destination (wr.ud) */
+	uint32_t ud_qpn, ud_qkey;
 };
 
 enum { SV_WAIT_NONE, SV_WAIT_RNR, SV_WAIT_RETRY };

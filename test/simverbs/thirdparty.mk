@@ -21,6 +21,11 @@ check_PROGRAMS += test/simverbs/tests/sv_srq
 test_simverbs_tests_sv_srq_LDADD = $(IBVERBS_LIBS) -ldl
 TESTS += test/simverbs/tests/sv_srq
 
+# ---- UD QPs and address handles
+check_PROGRAMS += test/simverbs/tests/sv_ud
+test_simverbs_tests_sv_ud_LDADD = $(IBVERBS_LIBS) -ldl
+TESTS += test/simverbs/tests/sv_ud
+
 # ---- Debian programs (skip 77 when rdmacm-utils / ucx-utils are missing)
 SV_THIRDPARTY_CHECKS = test/simverbs/checks/rdmacm-utils.sh test/simverbs/checks/ucx-load.sh \
 	test/simverbs/checks/ucx-perftest.sh

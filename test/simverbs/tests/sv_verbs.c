@@ -212,7 +212,7 @@ static void check_objects(struct svt_ep *a)
 	errno = 0;
 	SVT_CHECK(!ibv_create_qp(a->pd, &qa) && errno == EINVAL);
 	qa.cap.max_inline_data = 0;
-	qa.qp_type = IBV_QPT_UD;
+	qa.qp_type = IBV_QPT_UC;	/* UD is emulated (sv_ud), UC is not */
 	errno = 0;
 	SVT_CHECK(!ibv_create_qp(a->pd, &qa) && errno == EOPNOTSUPP);
 	errno = 0;
