@@ -132,7 +132,13 @@ int main(void)
 	       b.maps, a.shm, b.shm, a.heap, b.heap, a.rss, b.rss);
 	FH_CHECK(b.fds == a.fds, "file descriptors leaked: %d -> %d", a.fds, b.fds);
 	FH_CHECK(b.shm == a.shm, "simverbs segments leaked: %d -> %d", a.shm, b.shm);
-	FH_CHECK(b.maps <= a.maps + 2, "mappings leaked: %d -> %d", a.maps, b.maps);
+	/*
+	 * Under valgrind its own arenas are in /proc/self/maps too, and they grow
+	 * until memcheck's queue of freed blocks (--freelist-vol, 20 MB) is full:
+	 * 3-5 mappings, once. A leak per cycle still shows as hundreds.
+	 */
+	FH_CHECK(b.maps <= a.maps + (fh_scale() > 1.0 ? 16 : 2), "mappings leaked: %d -> %d",
+		 a.maps, b.maps);
 	/*
 	 * 64 KiB slack: far below one leaked comm per 10 cycles. Under valgrind
 	 * (fh_scale() > 1) malloc is valgrind's and RSS is mostly its own; memcheck's
