@@ -34,6 +34,14 @@
 #define SV_NL_MAX_ADDRS 1024
 
 static pthread_mutex_t sv_host_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t sv_refresh_mu = PTHREAD_MUTEX_INITIALIZER;	/* refresh's buffers */
+
+/* fork: the child has no monitor thread, and no other thread holds these */
+void sv_host_atfork_child(void)
+{
+	pthread_mutex_init(&sv_host_mu, NULL);
+	pthread_mutex_init(&sv_refresh_mu, NULL);
+}
 static struct sv_device *sv_host_devs;	/* the device array the offsets went into */
 
 static void sv_host_name(char *buf, size_t len)
@@ -260,13 +268,17 @@ static void sv_post_local(const struct sv_device *d, enum ibv_event_type type, u
  * what changed. */
 void sv_host_refresh(bool events)
 {
-	struct sv_nl_link *l = calloc(SV_NL_MAX_LINKS, sizeof(*l));
-	struct sv_nl_addr *a = calloc(SV_NL_MAX_ADDRS, sizeof(*a));
+	/* static, not heap: the monitor thread allocating would grow the
+	 * process's mappings at a time the application does not expect */
+	static struct sv_nl_link l[SV_NL_MAX_LINKS];
+	static struct sv_nl_addr a[SV_NL_MAX_ADDRS];
 	struct sv_port_change ch[SV_MAX_DEVICES][SV_MAX_PORTS];
-	int n = l ? sv_nl_links(l, SV_NL_MAX_LINKS) : -1;
-	int na = a ? sv_nl_addrs(a, SV_NL_MAX_ADDRS) : -1;
 	bool any_state = false, any = false;
+	int n, na;
 
+	pthread_mutex_lock(&sv_refresh_mu);
+	n = sv_nl_links(l, SV_NL_MAX_LINKS);
+	na = sv_nl_addrs(a, SV_NL_MAX_ADDRS);
 	if (n < 0)
 		n = 0;
 	if (na < 0)
@@ -280,8 +292,7 @@ void sv_host_refresh(bool events)
 		}
 	}
 	pthread_mutex_unlock(&sv_g.port_lock);
-	free(l);
-	free(a);
+	pthread_mutex_unlock(&sv_refresh_mu);
 	if (!events || !any)
 		return;
 	sv_host_publish();

@@ -100,6 +100,7 @@ static void sv_atfork_child(void)
 	sv_g.ndevs = 0;
 	pthread_mutex_init(&sv_g.lock, NULL);
 	pthread_mutex_init(&sv_g.port_lock, NULL);
+	sv_host_atfork_child();
 }
 
 __attribute__((constructor)) static void sv_init(void)

@@ -587,6 +587,7 @@ int sv_nl_resolve(int family, const uint8_t *dst, const uint8_t *nexthop, int if
 int sv_host_ready(void);
 void sv_host_refresh(bool events);
 void sv_host_publish(void);
+void sv_host_atfork_child(void);
 uint32_t sv_port_state(const struct sv_device *d, uint32_t port);
 struct sv_shm_port *sv_shm_port_of(uint32_t host, uint32_t dev, uint32_t port);
 void sv_shm_port_read(const struct sv_shm_port *p, struct sv_shm_port *out);
