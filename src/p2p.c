@@ -579,13 +579,16 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 
 /* ---- receive --------------------------------------------------------------- */
 
-static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *req, int n)
+/*
+ * Posts the clear-to-send of n entries of slot on CTS QP qi (q = &c->qps[qi]).
+ * Inlined into both irecv paths, so the one-buffer path's n = 1 and its QP,
+ * already computed, fold in.
+ */
+static inline __attribute__((always_inline)) nv_status_t
+nv_recv_post_cts_q(struct nv_recv_comm *rc, struct nv_comm_qp *q, uint32_t qi, uint32_t slot, int n)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_recv_ctrl *ctrl = c->ctrl;
-	uint32_t slot = (uint32_t)(req->seq % NV_FIFO_SLOTS);
-	uint32_t qi = (uint32_t)(req->seq % (uint64_t)c->nqps);
-	struct nv_comm_qp *q = &c->qps[qi];
 	struct ibv_send_wr *wr = &rc->cts_wr, *bad;	/* constant fields preset */
 	struct ibv_sge *sge = &rc->cts_sge;
 
@@ -609,6 +612,13 @@ static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *
 		return c->error;
 	}
 	return NV_OK;
+}
+
+static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *req, int n)
+{
+	uint32_t qi = (uint32_t)(req->seq % (uint64_t)rc->base.nqps);
+
+	return nv_recv_post_cts_q(rc, &rc->base.qps[qi], qi, (uint32_t)(req->seq % NV_FIFO_SLOTS), n);
 }
 
 static nv_status_t nv_recv_post(struct nv_recv_comm *rc, struct nv_request *req)
@@ -667,7 +677,8 @@ static inline nv_status_t nv_irecv_single(struct nv_recv_comm *rc, void *data, s
 					  void **request)
 {
 	struct nv_comm *c = &rc->base;
-	struct nv_comm_qp *q = &c->qps[rc->head % (uint64_t)c->nqps];
+	uint32_t qi = (uint32_t)(rc->head % (uint64_t)c->nqps);
+	struct nv_comm_qp *q = &c->qps[qi];
 	struct ibv_recv_wr *wr = &rc->recv_wr, *bad;
 	struct nv_cts_entry *e;
 	struct nv_request *req;
@@ -690,7 +701,7 @@ static inline nv_status_t nv_irecv_single(struct nv_recv_comm *rc, void *data, s
 	e->tag = (uint32_t)tag;
 	e->nreqs = 1;
 	e->seq = req->seq + 1;
-	wr->wr_id = NV_WRID(NV_WR_RECV, 0, (uint32_t)(q - c->qps), req->idx);
+	wr->wr_id = NV_WRID(NV_WR_RECV, 0, qi, req->idx);
 	q->recv_outstanding++;
 	if (nv_unlikely(nv_prof_cb != NULL))
 		nv_prof_qp_start(req, phandle, q->dev, q->qp->qp_num, IBV_WC_RECV_RDMA_WITH_IMM,
@@ -702,7 +713,7 @@ static inline nv_status_t nv_irecv_single(struct nv_recv_comm *rc, void *data, s
 		return c->error;
 	}
 	req->pending = 1;
-	st = nv_recv_post_cts(rc, req, 1);
+	st = nv_recv_post_cts_q(rc, q, qi, (uint32_t)(req->seq % NV_FIFO_SLOTS), 1);
 	if (st != NV_OK) {
 		nv_req_put(c, req);
 		return st;
