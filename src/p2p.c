@@ -734,14 +734,14 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	int i, d;
 
 	*request = NULL;
+	/* misuse by the NCCL core (n outside 1..the maxRecvs we report): ncclInternalError */
+	if (nv_unlikely(n < 1 || n > NV_MAX_RECVS)) {
+		NV_WARN("irecv: %d grouped receives requested, maxRecvs is %d", n, NV_MAX_RECVS);
+		return NV_ERR_INTERNAL;
+	}
 	st = nv_comm_check(c, "irecv");
 	if (st != NV_OK)
 		return st;
-	if (nv_unlikely(n < 1 || n > NV_MAX_RECVS)) {
-		NV_WARN("irecv from %s: %d grouped receives, allowed 1..%d", c->peer, n,
-			NV_MAX_RECVS);
-		return NV_ERR_INVALID;
-	}
 	for (i = 0; i < n; i++) {
 		if (nv_unlikely(sizes[i] && (!mhandles || !mhandles[i]))) {
 			NV_WARN("irecv from %s: buffer %d of %zu bytes has no registration", c->peer,

@@ -290,10 +290,7 @@ ncclResult_t nv_isend(void *send_comm, void *data, size_t size, int tag, void *m
 ncclResult_t nv_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			     void **mhandles, void **phandles, void **request)
 {
-	if (n < 1 || n > NV_MAX_RECVS) {
-		NV_WARN("irecv: %d grouped receives requested, maxRecvs is %d", n, NV_MAX_RECVS);
-		return ncclInternalError;
-	}
+	/* nv_net_irecv checks n (1..maxRecvs, else ncclInternalError) */
 	return nv_to_nccl(nv_net_irecv(recv_comm, n, data, sizes, tags, mhandles, phandles,
 				       request));
 }
