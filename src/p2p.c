@@ -906,11 +906,15 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 	*done = 1;
 	c->live_stride = 1; /* progress: the next wait starts reading the clock at once */
 	/* test's sizes are int in every ABI version: exact up to INT_MAX, then INT_MAX */
-	if (sizes && r->type == NV_REQ_SEND)
-		sizes[0] = r->size > INT_MAX ? INT_MAX : (int)r->size;
-	else if (sizes && r->type == NV_REQ_RECV)
-		for (i = 0; i < r->nreqs; i++)
-			sizes[i] = r->sizes[i] > INT_MAX ? INT_MAX : (int)r->sizes[i];
+	if (sizes) {
+		if (r->type == NV_REQ_SEND)
+			sizes[0] = r->size > INT_MAX ? INT_MAX : (int)r->size;
+		else if (r->type == NV_REQ_RECV && nv_likely(r->nreqs == 1))
+			sizes[0] = r->sizes[0] > INT_MAX ? INT_MAX : (int)r->sizes[0];
+		else if (r->type == NV_REQ_RECV)
+			for (i = 0; i < r->nreqs; i++)
+				sizes[i] = r->sizes[i] > INT_MAX ? INT_MAX : (int)r->sizes[i];
+	}
 	nv_req_put(c, r);
 	return NV_OK;
 }
