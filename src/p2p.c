@@ -100,11 +100,15 @@ static void nv_send_done(struct nv_send_comm *s, const struct ibv_wc *wc)
 	c->qps[NV_WRID_QP(wc->wr_id)].outstanding -= (int)NV_WRID_NWR(wc->wr_id);
 	if (--sl->pending > 0)
 		return;
-	for (r = 0; r < sl->nreqs; r++)
-		c->reqs[sl->req[r]].done = 1;
+	if (nv_likely(sl->nreqs == 1))
+		c->reqs[sl->req[0]].done = 1;
+	else
+		for (r = 0; r < sl->nreqs; r++)
+			c->reqs[sl->req[r]].done = 1;
 }
 
-static void nv_recv_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
+/* NV_OK, or the sticky error when the completion breaks the protocol. */
+static nv_status_t nv_recv_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_request *r = &c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq];
@@ -119,12 +123,12 @@ static void nv_recv_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 		if (n > r->sizes[0]) {
 			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s sent %u bytes into a %u-byte receive "
 				     "(protocol violation)", c->peer, n, r->sizes[0]);
-			return;
+			return c->error;
 		}
 		r->sizes[0] = n;
 	}
 	if (--r->pending > 0)
-		return;
+		return NV_OK;
 	if (r->nreqs > 1) {
 		const uint32_t *rec = ctrl->records[r->seq % NV_FIFO_SLOTS];
 		char why[128];
@@ -132,23 +136,31 @@ static void nv_recv_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 		if (nv_records_check(rec, r->sizes, r->nreqs, why, sizeof(why))) {
 			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s: %s (protocol violation)", c->peer,
 				     why);
-			return;
+			return c->error;
 		}
 		for (i = 0; i < r->nreqs; i++)
 			r->sizes[i] = rec[i];
 	}
 	r->done = 1;
+	return NV_OK;
 }
 
-static void nv_wc_dispatch(struct nv_comm *c, const struct ibv_wc *wc)
+/*
+ * Handles one successful completion; NV_OK, or the sticky error when it
+ * breaks the protocol. The two kinds every message completes (DATA on a send
+ * comm, RECV on a receive comm) are tested first.
+ */
+static nv_status_t nv_wc_dispatch(struct nv_comm *c, const struct ibv_wc *wc)
 {
-	switch (NV_WRID_KIND(wc->wr_id)) {
-	case NV_WR_DATA:
+	unsigned kind = NV_WRID_KIND(wc->wr_id);
+
+	if (nv_likely(kind == NV_WR_RECV))
+		return nv_recv_done((struct nv_recv_comm *)c, wc);
+	if (nv_likely(kind == NV_WR_DATA)) {
 		nv_send_done((struct nv_send_comm *)c, wc);
-		break;
-	case NV_WR_RECV:
-		nv_recv_done((struct nv_recv_comm *)c, wc);
-		break;
+		return NV_OK;
+	}
+	switch (kind) {
 	case NV_WR_CTS:
 		c->qps[NV_WRID_QP(wc->wr_id)].outstanding -= (int)NV_WRID_NWR(wc->wr_id);
 		break;
@@ -164,6 +176,7 @@ static void nv_wc_dispatch(struct nv_comm *c, const struct ibv_wc *wc)
 	default: /* late probe completion: nothing to do */
 		break;
 	}
+	return NV_OK;
 }
 
 static __attribute__((noinline, cold)) nv_status_t nv_comm_poll_failed(struct nv_comm *c, int d)
@@ -188,8 +201,7 @@ static nv_status_t nv_comm_progress(struct nv_comm *c)
 					nv_comm_wc_error(c, d, &wc[k]);
 					return c->error;
 				}
-				nv_wc_dispatch(c, &wc[k]);
-				if (nv_unlikely(c->error != NV_OK))
+				if (nv_unlikely(nv_wc_dispatch(c, &wc[k]) != NV_OK))
 					return c->error;
 			}
 		} while (n == NV_CQ_POLL_BATCH);
