@@ -754,6 +754,10 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	st = nv_comm_check(c, "irecv");
 	if (st != NV_OK)
 		return st;
+	/* one registered buffer: the check below has nothing to refuse */
+	if (nv_likely(n == 1 && c->nq == 1 && c->ndevs == 1 && mhandles && mhandles[0]))
+		return nv_irecv_single(rc, data[0], sizes[0], tags[0], mhandles[0],
+				       phandles ? phandles[0] : NULL, request);
 	for (i = 0; i < n; i++) {
 		if (nv_unlikely(sizes[i] && (!mhandles || !mhandles[i]))) {
 			NV_WARN("irecv from %s: buffer %d of %zu bytes has no registration", c->peer,
@@ -761,9 +765,6 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 			return NV_ERR_INVALID;
 		}
 	}
-	if (nv_likely(n == 1 && c->nq == 1 && c->ndevs == 1 && mhandles && mhandles[0]))
-		return nv_irecv_single(rc, data[0], sizes[0], tags[0], mhandles[0],
-				       phandles ? phandles[0] : NULL, request);
 	if (!nv_recv_room(rc) && (nv_comm_progress(c) != NV_OK || !nv_recv_room(rc)))
 		return c->error;
 	req = nv_req_get(c, NV_REQ_RECV);
