@@ -387,6 +387,16 @@ static void sc_groups(void)
 	CHECK(n->irecv(rc, 9, data, caps, tags, mh, NULL, &req) == ncclInternalError && !req);
 	CHECK(strstr(nvt_warns, "9 grouped receives requested, maxRecvs is 8") != NULL);
 	CHECK(n->irecv(rc, 0, data, caps, tags, mh, NULL, &req) == ncclInternalError && !req);
+	/* a buffer of bytes without a registration: ncclInvalidArgument, one buffer or grouped */
+	void *nomh[2] = { NULL, NULL };
+	nvt_log_clear();
+	CHECK(n->irecv(rc, 1, data, caps, tags, nomh, NULL, &req) == ncclInvalidArgument && !req);
+	CHECK(strstr(nvt_warns, "buffer 0 of 64 bytes has no registration") != NULL);
+	CHECK(n->irecv(rc, 1, data, caps, tags, NULL, NULL, &req) == ncclInvalidArgument && !req);
+	nomh[0] = mh[0];
+	nvt_log_clear();
+	CHECK(n->irecv(rc, 2, data, caps, tags, nomh, NULL, &req) == ncclInvalidArgument && !req);
+	CHECK(strstr(nvt_warns, "buffer 1 of 64 bytes has no registration") != NULL);
 	CHECK(n->deregMr(rc, mh[0]) == ncclSuccess);
 	CHECK(xfer(n, sc, rc, 2, len, cap, 6)); /* still usable */
 	CHECK(n->closeSend(sc) == ncclSuccess && n->closeRecv(rc) == ncclSuccess);
