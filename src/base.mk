@@ -41,7 +41,7 @@ uninstall-local:
 	rm -f "$(DESTDIR)$(libdir)/libnccl-net-verbs.so"
 
 # ---- unit tests (no devices needed unless noted) -----------------------------
-noinst_HEADERS += test/unit/nvtest.h
+noinst_HEADERS += test/unit/nvtest.h test/unit/nvplugin.h
 NV_UNIT_P1 = test/unit/test_param test/unit/test_select test/unit/test_mr_cache
 check_PROGRAMS += $(NV_UNIT_P1)
 TESTS += $(NV_UNIT_P1)

@@ -31,38 +31,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nccl/net.h"
-#include "nvtest.h"
+#include "nvplugin.h"
 
-static const char *plugin_path;
 static char gdr_root[256], empty_root[256];
-
-static ncclNet_v12_t *load(void)
-{
-	void *h = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);
-
-	return h ? dlsym(h, "ncclNetPlugin_v12") : NULL;
-}
 
 static void run(const char *name, void (*fn)(void))
 {
-	pid_t pid;
-	int status = 0;
+	int status = nvt_scenario("nvgdr", name, fn);
 
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0) {
-		char fab[128];
-
-		snprintf(fab, sizeof(fab), "%s-%s", getenv("SIMVERBS_FABRIC") ?
-			 getenv("SIMVERBS_FABRIC") : "nvgdr", name);
-		setenv("SIMVERBS_FABRIC", fab, 1);
-		nvt_failures = 0;
-		fn();
-		exit(nvt_failures ? 1 : 0);
-	}
-	waitpid(pid, &status, 0);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+	if (status != 0) {
 		fprintf(stderr, "scenario %s failed (status 0x%x)\n", name, status);
 		nvt_failures++;
 	}
@@ -178,22 +155,6 @@ static void sc_props_no_peermem(void)
 	check_props(false);
 }
 
-static int connect_pair(ncclNet_v12_t *n, void *ctx, int d, void **sc, void **rc, void **lc)
-{
-	char handle[NCCL_NET_HANDLE_MAXSIZE];
-
-	*sc = *rc = NULL;
-	if (n->listen(ctx, d, handle, lc) != ncclSuccess)
-		return -1;
-	for (time_t end = time(NULL) + 30; (!*sc || !*rc) && time(NULL) < end;) {
-		if (!*sc && n->connect(ctx, d, handle, sc, NULL) != ncclSuccess)
-			return -1;
-		if (!*rc && n->accept(*lc, rc, NULL) != ncclSuccess)
-			return -1;
-	}
-	return *sc && *rc ? 0 : -1;
-}
-
 /* len bytes into rbuf (registered as rmh), content checked, then iflush on it:
  * returns the flush request's presence (-1 on a failure). */
 static int recv_then_flush(ncclNet_v12_t *n, void *sc, void *rc, void *smh, char *sbuf,
@@ -253,7 +214,7 @@ static void flush_scenario(bool disabled)
 	CHECK(d >= 0 && n->getProperties(d, &p) == ncclSuccess);
 	/* GPUDirect must be detected here: fail, do not skip */
 	CHECK((p.ptrSupport & NCCL_PTR_CUDA) && (p.ptrSupport & NCCL_PTR_DMABUF));
-	CHECK(connect_pair(n, ctx, d, &sc, &rc, &lc) == 0);
+	CHECK(nvt_listen_connect(n, ctx, d, &sc, &rc, &lc, 30) == 0);
 	if (!sc || !rc)
 		return;
 	CHECK(n->regMr(sc, sbuf, len, NCCL_PTR_HOST, &smh) == ncclSuccess);

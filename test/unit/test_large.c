@@ -21,33 +21,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nccl/net.h"
-#include "nvtest.h"
+#include "nvplugin.h"
 
 #define GiB (1ull << 30)
 #define CAP (3 * GiB + 4096)	/* receive buffer; the last page is a canary */
 
-static const char *plugin_path;
-
 static uint64_t word(uint64_t i, uint64_t seed)
 {
 	return (i + 1) * 0x9e3779b97f4a7c15ull ^ seed;
-}
-
-static int connect_pair(ncclNet_v12_t *n, void *ctx, int d, void **sc, void **rc, void **lc)
-{
-	char handle[NCCL_NET_HANDLE_MAXSIZE];
-
-	*sc = *rc = NULL;
-	if (n->listen(ctx, d, handle, lc) != ncclSuccess)
-		return -1;
-	for (time_t end = time(NULL) + 60; (!*sc || !*rc) && time(NULL) < end;) {
-		if (!*sc && n->connect(ctx, d, handle, sc, NULL) != ncclSuccess)
-			return -1;
-		if (!*rc && n->accept(*lc, rc, NULL) != ncclSuccess)
-			return -1;
-	}
-	return *sc && *rc ? 0 : -1;
 }
 
 /* One message of len bytes into a cap-byte receive; every byte checked. */
@@ -102,7 +83,7 @@ static void config(const char *dev, int qps)
 	int d = -1, nd = 0;
 
 	if (qps > 1) {
-		char v[8];
+		char v[12];
 
 		snprintf(v, sizeof(v), "%d", qps);
 		setenv("NCCL_IB_QPS_PER_CONNECTION", v, 1);
@@ -127,7 +108,7 @@ static void config(const char *dev, int qps)
 		return;
 	for (size_t w = 0; w < 3 * GiB / 8; w++)
 		sb[w] = word(w, seed);
-	CHECK(connect_pair(n, ctx, d, &sc, &rc, &lc) == 0);
+	CHECK(nvt_listen_connect(n, ctx, d, &sc, &rc, &lc, 60) == 0);
 	CHECK(n->regMr(sc, sb, 3 * GiB, NCCL_PTR_HOST, &smh) == ncclSuccess);
 	CHECK(n->regMr(rc, rb, CAP, NCCL_PTR_HOST, &rmh) == ncclSuccess);
 	if (sc && rc && smh && rmh) {
@@ -150,25 +131,25 @@ static void config(const char *dev, int qps)
 	munmap(rb, CAP);
 }
 
+/* The configuration the next run()'s child tests. */
+static const char *run_dev;
+static int run_qps;
+
+static void run_config(void)
+{
+	config(run_dev, run_qps);
+}
+
 static void run(const char *dev, int qps)
 {
-	pid_t pid;
-	int status = 0;
+	char tag[64];
+	int status;
 
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0) {
-		char fab[128];
-
-		snprintf(fab, sizeof(fab), "%s-%s-%d", getenv("SIMVERBS_FABRIC") ?
-			 getenv("SIMVERBS_FABRIC") : "nvlarge", dev, qps);
-		setenv("SIMVERBS_FABRIC", fab, 1);
-		nvt_failures = 0;
-		config(dev, qps);
-		exit(nvt_failures ? 1 : 0);
-	}
-	waitpid(pid, &status, 0);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+	snprintf(tag, sizeof(tag), "%s-%d", dev, qps);
+	run_dev = dev;
+	run_qps = qps;
+	status = nvt_scenario("nvlarge", tag, run_config);
+	if (status != 0) {
 		fprintf(stderr, "%s with %d QP(s) failed (status 0x%x)\n", dev, qps, status);
 		nvt_failures++;
 	}

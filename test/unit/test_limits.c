@@ -28,69 +28,37 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nccl/net.h"
-#include "nvtest.h"
+#include "nvplugin.h"
 
 #define MAX_QP 24
 #define MAX_PAIRS MAX_QP
 
-static const char *plugin_path;
-
-static ncclNet_v12_t *load(void)
-{
-	void *h = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);
-
-	return h ? dlsym(h, "ncclNetPlugin_v12") : NULL;
-}
-
 static void run(const char *name, void (*fn)(void))
 {
-	pid_t pid;
-	int status = 0;
+	int status = nvt_scenario("nvlimits", name, fn);
 
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0) {
-		char fab[128];
-
-		snprintf(fab, sizeof(fab), "%s-%s", getenv("SIMVERBS_FABRIC") ?
-			 getenv("SIMVERBS_FABRIC") : "nvlimits", name);
-		setenv("SIMVERBS_FABRIC", fab, 1);
-		nvt_failures = 0;
-		fn();
-		exit(nvt_failures ? 1 : 0); /* exit(): simverbs' leak report runs */
-	}
-	waitpid(pid, &status, 0);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+	if (status != 0) {
 		fprintf(stderr, "scenario %s failed (status 0x%x)\n", name, status);
 		nvt_failures++;
 	}
 }
 
-static int find(ncclNet_v12_t *n, const char *name)
+/*
+ * init (capturing WARNs) and one pair connected on simib0 through listener
+ * *lc, every step checked; false when there is no pair to use.
+ */
+static bool open_pair(ncclNet_v12_t *n, void **ctx, void **lc, void **sc, void **rc)
 {
-	ncclNetProperties_v12_t p;
-	int nd = 0;
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	int d;
 
-	n->devices(&nd);
-	for (int i = 0; i < nd; i++)
-		if (n->getProperties(i, &p) == ncclSuccess && !strcmp(p.name, name))
-			return i;
-	return -1;
-}
-
-/* Connects one pair: send comm on dev `sd`, receive comm through listener lc. */
-static int connect_pair(ncclNet_v12_t *n, void *ctx, int sd, void *handle, void *lc, void **sc,
-			void **rc)
-{
-	*sc = *rc = NULL;
-	for (time_t end = time(NULL) + 30; (!*sc || !*rc) && time(NULL) < end;) {
-		if (!*sc && n->connect(ctx, sd, handle, sc, NULL) != ncclSuccess)
-			return -1;
-		if (!*rc && n->accept(lc, rc, NULL) != ncclSuccess)
-			return -1;
-	}
-	return *sc && *rc ? 0 : -1;
+	CHECK(n && n->init(ctx, 1, NULL, nvt_logger, NULL) == ncclSuccess);
+	if (!*ctx)
+		return false;
+	d = find(n, "simib0");
+	CHECK(d >= 0 && n->listen(*ctx, d, handle, lc) == ncclSuccess);
+	CHECK(nvt_connect(n, *ctx, d, handle, *lc, sc, rc, 30) == 0);
+	return *sc && *rc;
 }
 
 /* Send comms on simib0, receive comms on simib1: each device holds one kind. */
@@ -125,7 +93,7 @@ static void max_comms(int qps)
 		return;
 	CHECK(n->listen(ctx, rd, handle, &lc) == ncclSuccess && lc);
 	for (ok = 0; ok < p1.maxComms; ok++)
-		if (connect_pair(n, ctx, sd, handle, lc, &sc[ok], &rc[ok]))
+		if (nvt_connect(n, ctx, sd, handle, lc, &sc[ok], &rc[ok], 30))
 			break;
 	CHECK(ok == p1.maxComms);
 	if (ok != p1.maxComms)
@@ -152,21 +120,15 @@ static void max_comms(int qps)
 static void sc_dereg_pending(void)
 {
 	ncclNet_v12_t *n = load();
-	char handle[NCCL_NET_HANDLE_MAXSIZE], *sb = calloc(1, 1 << 16), *rb = calloc(1, 1 << 16);
+	char *sb = calloc(1, 1 << 16), *rb = calloc(1, 1 << 16);
 	void *ctx = NULL, *lc = NULL, *sc = NULL, *rc = NULL, *smh = NULL, *rmh = NULL;
 	void *sr = NULL, *rr = NULL, *data = rb;
 	size_t cap = 1 << 16;
-	int tag = 3, done = 0, d, sz[1];
+	int tag = 3, done = 0, sz[1];
 	ncclResult_t sres = ncclSuccess, rres = ncclSuccess;
 	time_t t0;
 
-	CHECK(n && n->init(&ctx, 1, NULL, nvt_logger, NULL) == ncclSuccess);
-	if (!ctx)
-		return;
-	d = find(n, "simib0");
-	CHECK(d >= 0 && n->listen(ctx, d, handle, &lc) == ncclSuccess);
-	CHECK(connect_pair(n, ctx, d, handle, lc, &sc, &rc) == 0);
-	if (!sc || !rc)
+	if (!open_pair(n, &ctx, &lc, &sc, &rc))
 		return;
 	CHECK(n->regMr(sc, sb, 1 << 16, NCCL_PTR_HOST, &smh) == ncclSuccess);
 	CHECK(n->regMr(rc, rb, 1 << 16, NCCL_PTR_HOST, &rmh) == ncclSuccess);
@@ -316,7 +278,7 @@ static void split_on(const char *dev, int qps)
 	CHECK(d >= 0 && n->getProperties(d, &p) == ncclSuccess);
 	CHECK(p.maxP2pBytes == M);
 	CHECK(n->listen(ctx, d, handle, &lc) == ncclSuccess);
-	CHECK(connect_pair(n, ctx, d, handle, lc, &sc, &rc) == 0);
+	CHECK(nvt_connect(n, ctx, d, handle, lc, &sc, &rc, 30) == 0);
 	if (!sc || !rc)
 		return;
 	for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++)
@@ -355,18 +317,12 @@ static void sc_split_roce_2qp(void)
 static void sc_groups(void)
 {
 	ncclNet_v12_t *n = load();
-	char handle[NCCL_NET_HANDLE_MAXSIZE], buf[9][64];
+	char buf[9][64];
 	void *ctx = NULL, *lc = NULL, *sc = NULL, *rc = NULL, *req = NULL, *data[9], *mh[9];
 	size_t len[8], cap[8], caps[9];
-	int tags[9], d;
+	int tags[9];
 
-	CHECK(n && n->init(&ctx, 1, NULL, nvt_logger, NULL) == ncclSuccess);
-	if (!ctx)
-		return;
-	d = find(n, "simib0");
-	CHECK(d >= 0 && n->listen(ctx, d, handle, &lc) == ncclSuccess);
-	CHECK(connect_pair(n, ctx, d, handle, lc, &sc, &rc) == 0);
-	if (!sc || !rc)
+	if (!open_pair(n, &ctx, &lc, &sc, &rc))
 		return;
 	for (int k = 0; k < 8; k++) {
 		len[k] = 1000 + 333 * (size_t)k;

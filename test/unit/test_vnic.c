@@ -15,17 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nccl/net.h"
-#include "nvtest.h"
-
-static const char *plugin_path;
-
-static ncclNet_v12_t *load(void)
-{
-	void *h = dlopen(plugin_path, RTLD_NOW | RTLD_LOCAL);
-
-	return h ? dlsym(h, "ncclNetPlugin_v12") : NULL;
-}
+#include "nvplugin.h"
 
 static void run(const char *name, void (*fn)(void))
 {
@@ -93,18 +83,6 @@ static void exchange(ncclNet_v12_t *n, void *ctx, int vd)
 	CHECK(n->closeListen(lc) == ncclSuccess);
 	free(sb);
 	free(rb);
-}
-
-static int find(ncclNet_v12_t *n, const char *name)
-{
-	ncclNetProperties_v12_t p;
-	int nd = 0;
-
-	n->devices(&nd);
-	for (int i = 0; i < nd; i++)
-		if (n->getProperties(i, &p) == ncclSuccess && !strcmp(p.name, name))
-			return i;
-	return -1;
 }
 
 static void sc_merge(void)
