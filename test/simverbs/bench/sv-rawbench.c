@@ -226,8 +226,8 @@ static int run_bw(struct rb *b)
 			return -1;
 		}
 		if (b->side == 0)
-			printf("write_bw size=%zu iters=%llu reps=%u median_GBps=%.3f "
-			       "min_GBps=%.3f max_GBps=%.3f cpu_GBps=%.3f\n", size, it,
+			printf("write_bw size=%zu iters=%llu reps=%u median_GBps=%.6f "
+			       "min_GBps=%.6f max_GBps=%.6f cpu_GBps=%.6f\n", size, it,
 			       b->o->reps, sb_median(v, b->o->reps), sb_min(v, b->o->reps),
 			       sb_max(v, b->o->reps), sb_median(cpu, b->o->reps));
 		fflush(stdout);
