@@ -133,7 +133,6 @@ static void copied_handle(struct fh *f)
 	char handle[NCCL_NET_HANDLE_MAXSIZE], a[NCCL_NET_HANDLE_MAXSIZE], b[NCCL_NET_HANDLE_MAXSIZE];
 	ncclNetDeviceHandle_v12_t *dh = NULL;
 	void *lc, *s = NULL, *r = NULL;
-	double t0 = fh_now();
 	int i, w0;
 
 	FH_OK(f->net->listen(f->ctx, 0, handle, &lc));
@@ -143,13 +142,7 @@ static void copied_handle(struct fh *f)
 		FH_CHECK(!s, "connect finished without accept");
 	}
 	memcpy(b, a, sizeof(b)); /* the copy carries the in-progress reference */
-	while (!s || !r) {
-		if (!s)
-			FH_OK(f->net->connect(f->ctx, 0, b, &s, &dh));
-		if (!r)
-			FH_OK(f->net->accept(lc, &r, &dh));
-		FH_CHECK(fh_now() - t0 < 20 * fh_scale(), "connect through the copy did not finish");
-	}
+	fh_join(f, lc, 0, b, &s, &r, 20, "connect through the copy did not finish");
 	w0 = fh_warn_count();
 	for (i = 0; i < 3; i++) {
 		void *s2 = NULL;

@@ -87,15 +87,7 @@ static void run(struct fh *f, const char *devname)
 	snprintf(cmd, sizeof(cmd), "gid-reachable %s", gid);
 	FH_CHECK(fh_sv_control(cmd) == 0, "simverbs '%s' failed", cmd);
 	memcpy(h2, handle, sizeof(h2));
-	s = r = NULL;
-	t0 = fh_now();
-	while (!s || !r) {
-		if (!s)
-			FH_OK(f->net->connect(f->ctx, dev, h2, &s, &dh));
-		if (!r)
-			FH_OK(f->net->accept(lc, &r, &dh));
-		FH_CHECK(fh_now() - t0 < 20 * fh_scale(), "connect after healing did not finish");
-	}
+	fh_join(f, lc, dev, h2, &s, &r, 20, "connect after healing did not finish");
 	FH_OK(f->net->closeSend(s));
 	FH_OK(f->net->closeRecv(r));
 	FH_OK(f->net->closeListen(lc));

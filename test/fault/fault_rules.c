@@ -67,15 +67,7 @@ static void secret_rule(struct fh *f, int dev)
 			 "secret byte %d changed: the refusal is not explained on both sides", pos[k]);
 	}
 	memcpy(h2, handle, sizeof(h2));
-	s = r = NULL;
-	t0 = fh_now();
-	while (!s || !r) {
-		if (!s)
-			FH_OK(f->net->connect(f->ctx, dev, h2, &s, &dh));
-		if (!r)
-			FH_OK(f->net->accept(lc, &r, &dh));
-		FH_CHECK(fh_now() - t0 < 20 * fh_scale(), "the unchanged handle did not connect");
-	}
+	fh_join(f, lc, dev, h2, &s, &r, 20, "the unchanged handle did not connect");
 	FH_OK(f->net->closeSend(s));
 	FH_OK(f->net->closeRecv(r));
 	FH_OK(f->net->closeListen(lc));

@@ -244,6 +244,22 @@ ncclResult_t fh_accept(struct fh *f, void *listen, void **recv, double timeout_s
 	return r;
 }
 
+void fh_join(struct fh *f, void *listen, int dev, void *handle, void **send, void **recv,
+	     double timeout_s, const char *what)
+{
+	ncclNetDeviceHandle_v12_t *dh = NULL;
+	double t0 = fh_now();
+
+	*send = *recv = NULL;
+	while (!*send || !*recv) {
+		if (!*send)
+			FH_OK(f->net->connect(f->ctx, dev, handle, send, &dh));
+		if (!*recv)
+			FH_OK(f->net->accept(listen, recv, &dh));
+		FH_CHECK(fh_now() - t0 < timeout_s * fh_scale(), "%s", what);
+	}
+}
+
 void *fh_reg(struct fh *f, void *comm, void *buf, size_t size)
 {
 	void *mh = NULL;

@@ -82,6 +82,12 @@ void fh_pair(struct fh *f, int dev, void **send, void **recv, double timeout_s);
 /* Connect / accept alone, bounded; return the first non-success result (0 on success). */
 ncclResult_t fh_connect(struct fh *f, int dev, void *handle, void **send, double timeout_s);
 ncclResult_t fh_accept(struct fh *f, void *listen, void **recv, double timeout_s);
+/*
+ * Connect to `handle` and accept on `listen`, interleaved, until both comms exist; any failure
+ * or no comms within timeout_s (scaled) fails the test, naming `what`.
+ */
+void fh_join(struct fh *f, void *listen, int dev, void *handle, void **send, void **recv,
+	     double timeout_s, const char *what);
 
 void *fh_reg(struct fh *f, void *comm, void *buf, size_t size);
 /* One message: isend + irecv until both complete. Returns ncclSuccess, the first error,
