@@ -93,8 +93,8 @@ static struct e2e_net n;
 static void *sc, *rc;
 static char host[LEN], back[LEN];
 
-/* host -> GPU buffer data (registered as rmh), flush, read back, compare. */
-static void recv_into_gpu(void *data, void *rmh, void *smh, uint32_t id, const char *what)
+/* host (pattern id) -> GPU buffer data (registered as rmh), then the flush NCCL would issue. */
+static void recv_flushed(void *data, void *rmh, void *smh, uint32_t id)
 {
 	size_t size = LEN;
 	int tag = (int)id, rs[8], isz = LEN;
@@ -109,6 +109,12 @@ static void recv_into_gpu(void *data, void *rmh, void *smh, uint32_t id, const c
 	E2E_OK(e2e_iflush(&n, rc, 1, &data, &isz, &rmh, &req));
 	if (req)
 		E2E_OK(e2e_wait(&n, req, NULL, T));
+}
+
+/* host -> GPU buffer data (registered as rmh), flush, read back, compare. */
+static void recv_into_gpu(void *data, void *rmh, void *smh, uint32_t id, const char *what)
+{
+	recv_flushed(data, rmh, smh, id);
 	memset(back, 0, LEN);
 	if (cu.dtoh(back, (unsigned long long)(uintptr_t)data, LEN))
 		E2E_FAIL("%s: cuMemcpyDtoH failed", what);
@@ -196,11 +202,10 @@ static const char *dmabuf_memory(const struct e2e_props *p, void *smh)
 int main(void)
 {
 	struct e2e_props p;
-	void *ctx = NULL, *smh, *rmh, *req, *data;
+	void *ctx = NULL, *smh, *rmh, *data;
 	unsigned long long mptr = 0;
 	const char *dev_what, *dmabuf_what;
-	size_t size = LEN;
-	int r, dev, cudev, tag = 1, rs[8], isz = LEN;
+	int r, dev, cudev;
 
 	alarm(120);
 	r = cuda_open(&cu);
@@ -229,15 +234,7 @@ int main(void)
 	data = (void *)(uintptr_t)mptr;
 	memset(data, 0, LEN);
 	E2E_OK(e2e_reg_mr(&n, rc, data, LEN, NCCL_PTR_CUDA, &rmh));
-	e2e_fill(host, LEN, 42);
-	req = e2e_irecv_wait(&n, rc, 1, &data, &size, &tag, &rmh, T);
-	E2E_OK(e2e_wait(&n, e2e_isend_wait(&n, sc, host, LEN, tag, smh, T), NULL, T));
-	E2E_OK(e2e_wait(&n, req, rs, T));
-	E2E_CHECK(rs[0] == (int)LEN);
-	req = NULL;
-	E2E_OK(e2e_iflush(&n, rc, 1, &data, &isz, &rmh, &req));
-	if (req)
-		E2E_OK(e2e_wait(&n, req, NULL, T));
+	recv_flushed(data, rmh, smh, 42);
 	if (cu.sync() || e2e_verify(data, LEN, 42) >= 0)
 		E2E_FAIL("GPU-visible buffer content wrong at %ld", e2e_verify(data, LEN, 42));
 	E2E_OK(e2e_dereg_mr(&n, rc, rmh));
