@@ -341,14 +341,7 @@ int main(void)
 	load_fakecuda();
 	modes();
 	loopback();
-	svt_pipe_init(&P);
-	pid = fork();
-	SVT_CHECK(pid >= 0);
-	if (!pid) {
-		svt_pipe_side(&P, 1);
-		target();
-	}
-	svt_pipe_side(&P, 0);
+	pid = svt_fork_peer(&P, target);
 	svt_ep_init(&e, "simib0", 16, 16, SZ, ACC);	/* e.buf: host memory */
 	SVT_EQ(cu.alloc(&g, SZ), CUDA_SUCCESS);
 	h = malloc(SZ);

@@ -99,15 +99,7 @@ static pid_t spawn_victim(struct svt_ep *e, struct svt_info *vi)
 	struct svt_info me;
 	pid_t pid;
 
-	svt_pipe_init(&P);
-	fflush(stdout);
-	pid = fork();
-	SVT_CHECK(pid >= 0);
-	if (!pid) {
-		svt_pipe_side(&P, 1);
-		victim();
-	}
-	svt_pipe_side(&P, 0);
+	pid = svt_fork_peer(&P, victim);
 	svt_ep_init(e, "simib0", 16, 16, 1 << 20, ACC);
 	me = svt_ep_info(e);
 	svt_recv(&P, vi, sizeof(*vi));

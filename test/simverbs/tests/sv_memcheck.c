@@ -94,14 +94,7 @@ static int run(void)
 	pid_t pid;
 	int ok = 1;
 
-	svt_pipe_init(&P);
-	pid = fork();
-	SVT_CHECK(pid >= 0);
-	if (!pid) {
-		svt_pipe_side(&P, 1);
-		writer();
-	}
-	svt_pipe_side(&P, 0);
+	pid = svt_fork_peer(&P, writer);
 	/* buffers that this process never writes */
 	svt_ep_init(&e, "simib0", 16, 8, 0, ACC);
 	e.buf = malloc(WLEN);

@@ -266,15 +266,7 @@ int main(void)
 		max_srq_child();
 	SVT_EQ(svt_wait_child(pid), 0);
 	printf("SRQ limits (max_srq, max_srq_wr, max_srq_sge): ok\n");
-	svt_pipe_init(&P);
-	fflush(stdout);
-	pid = fork();
-	SVT_CHECK(pid >= 0);
-	if (!pid) {
-		svt_pipe_side(&P, 1);
-		child();
-	}
-	svt_pipe_side(&P, 0);
+	pid = svt_fork_peer(&P, child);
 	parent(pid);
 	printf("SRQ: shared by two QPs across processes, limit event, last-WQE, no flush, EBUSY: ok\n");
 	return 0;

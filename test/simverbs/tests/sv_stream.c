@@ -349,15 +349,7 @@ int main(void)
 	svt_control_fn_get();
 	check_wr_api();
 	check_threads();
-	svt_pipe_init(&P);
-	fflush(stdout);
-	pid = fork();
-	SVT_CHECK(pid >= 0);
-	if (!pid) {
-		svt_pipe_side(&P, 1);
-		receiver();
-	}
-	svt_pipe_side(&P, 0);
+	pid = svt_fork_peer(&P, receiver);
 	t0 = svt_now_ns();
 	sender();
 	SVT_EQ(svt_wait_child(pid), 0);

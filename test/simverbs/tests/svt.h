@@ -248,6 +248,25 @@ static inline void svt_pipe_side(struct svt_pipe *p, int child)
 	close(child ? p->to_parent[0] : p->to_child[0]);
 }
 
+/* Forks the peer process joined by p: the child runs fn, which never returns; the parent gets
+ * the child's pid. */
+static inline pid_t svt_fork_peer(struct svt_pipe *p, void (*fn)(void))
+{
+	pid_t pid;
+
+	svt_pipe_init(p);
+	fflush(stdout);
+	pid = fork();
+	SVT_CHECK(pid >= 0);
+	if (!pid) {
+		svt_pipe_side(p, 1);
+		fn();
+		exit(0);
+	}
+	svt_pipe_side(p, 0);
+	return pid;
+}
+
 static inline void svt_send(struct svt_pipe *p, const void *b, size_t n)
 {
 	SVT_EQ(write(p->wr, b, n), (ssize_t)n);
