@@ -8,7 +8,8 @@ CLUSTER_TESTS = \
 	test/cluster/cl-linkdown.sh \
 	test/cluster/cl-vnic.sh \
 	test/cluster/cl-mpirun.sh \
-	test/cluster/cl-sysfs.sh
+	test/cluster/cl-sysfs.sh \
+	test/cluster/cl-subnet.sh
 TESTS += $(CLUSTER_TESTS)
 dist_check_SCRIPTS += $(CLUSTER_TESTS) test/cluster/sim-cluster test/cluster/sim-cluster-rsh
 EXTRA_DIST += test/cluster/cl-common.sh
