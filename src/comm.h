@@ -18,8 +18,8 @@
  *    s + NV_FIFO_SLOTS only after the data of s (or a later sequence) arrived, which
  *    the request pool of NV_MAX_REQUESTS receives guarantees; the sender
  *    reuses its slot state only after the old chain's completions were polled.
- *  - With adaptive routing (IB default) a message of >= NCCL_IB_AR_THRESHOLD
- *    bytes ends with a separate 0-byte WRITE_WITH_IMM; otherwise a single
+ *  - With adaptive routing (IB default) a message longer than NCCL_IB_AR_THRESHOLD
+ *    bytes (as NCCL) ends with a separate 0-byte WRITE_WITH_IMM; otherwise a single
  *    receive's last data WR carries the immediate itself.
  *  - Send and receive queues never overflow: every post checks the QP's
  *    outstanding count (retired by signalled completions) and waits (NULL
@@ -291,6 +291,10 @@ nv_status_t nv_comm_flush_qps(struct nv_comm *c);
 nv_status_t nv_comm_destroy(struct nv_comm *c);
 /* Called once the handshake completed, before the comm is returned. */
 void nv_send_comm_ready(struct nv_send_comm *sc);
+/* NCCL_IB_AR_THRESHOLD (messages longer than it are split; -2: the auto value,
+ * -1: all) as the first size split, which nv_send_comm.ar_threshold holds. */
+#define NV_AR_THRESHOLD_AUTO 8192
+uint64_t nv_ar_first_split(int64_t knob);
 void nv_recv_comm_ready(struct nv_recv_comm *rc);
 
 /* ---- comm identity and sticky errors (comm.c, diag.c) -------------------- */

@@ -60,8 +60,9 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 		"relaxed ordering on data MRs: 0 off, 1 on, 2 auto (when supported)"),
 	INT_ROW(NV_PARAM_IB_ECE_ENABLE, "NCCL_IB_ECE_ENABLE", 1, 0, 1,
 		"exchange Enhanced Connection Establishment options when supported"),
-	INT_ROW(NV_PARAM_IB_AR_THRESHOLD, "NCCL_IB_AR_THRESHOLD", 8192, 0, INT64_MAX,
-		"with adaptive routing, messages >= this many bytes use WRITE + 0-byte WRITE_IMM"),
+	INT_ROW(NV_PARAM_IB_AR_THRESHOLD, "NCCL_IB_AR_THRESHOLD", -2, -2, INT64_MAX,
+		"with adaptive routing, messages longer than this many bytes use WRITE + 0-byte "
+		"WRITE_IMM; -2: 8192, -1: every message"),
 	INT_ROW(NV_PARAM_IB_ADAPTIVE_ROUTING, "NCCL_IB_ADAPTIVE_ROUTING", -2, -2, 1,
 		"adaptive routing mode: 1 on, 0 off, -2 auto (on for InfiniBand, off for RoCE)"),
 	INT_ROW(NV_PARAM_IB_USE_INLINE, "NCCL_IB_USE_INLINE", 0, 0, 1,

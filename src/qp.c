@@ -706,15 +706,24 @@ nv_status_t nv_comm_destroy(struct nv_comm *c)
 
 /* ---- ready (handshake done) and close (closeSend / closeRecv) ----------------- */
 
+uint64_t nv_ar_first_split(int64_t knob)
+{
+	if (knob == -2)
+		knob = NV_AR_THRESHOLD_AUTO;
+	return knob < 0 ? 0 : (uint64_t)knob + 1;
+}
+
 void nv_send_comm_ready(struct nv_send_comm *sc)
 {
 	int64_t ar = nv_param_int(NV_PARAM_IB_ADAPTIVE_ROUTING);
 	int i;
 
 	/* AR can place packets of one message out of order; a separate final
-	 * WRITE_WITH_IMM guarantees the data WRs before it have landed. */
+	 * WRITE_WITH_IMM guarantees the data WRs before it have landed. As NCCL,
+	 * for messages longer than NCCL_IB_AR_THRESHOLD bytes (-2: 8192; -1:
+	 * every message), so ar_threshold (the first size split) is one more. */
 	if (ar == 1 || (ar == -2 && sc->base.dev[0].dev->link_layer == IBV_LINK_LAYER_INFINIBAND))
-		sc->ar_threshold = (uint64_t)nv_param_int(NV_PARAM_IB_AR_THRESHOLD);
+		sc->ar_threshold = nv_ar_first_split(nv_param_int(NV_PARAM_IB_AR_THRESHOLD));
 	else
 		sc->ar_threshold = UINT64_MAX;
 	/* message and write limits: the smallest of the comm's devices (the peer's

@@ -24,7 +24,7 @@ static void test_defaults(void)
 	CHECK(nv_param_int(NV_PARAM_IB_SPLIT_DATA_ON_QPS) == 0);
 	CHECK(nv_param_int(NV_PARAM_IB_PCI_RELAXED_ORDERING) == 2);
 	CHECK(nv_param_int(NV_PARAM_IB_ECE_ENABLE) == 1);
-	CHECK(nv_param_int(NV_PARAM_IB_AR_THRESHOLD) == 8192);
+	CHECK(nv_param_int(NV_PARAM_IB_AR_THRESHOLD) == -2); /* NCCL's auto: 8192 */
 	CHECK(nv_param_int(NV_PARAM_IB_ADAPTIVE_ROUTING) == -2);
 	CHECK(nv_param_int(NV_PARAM_IB_SL) == -1 && nv_param_int(NV_PARAM_IB_TC) == -1);
 	CHECK(nv_param_int(NV_PARAM_IB_FIFO_TC) == -1 && nv_param_int(NV_PARAM_IB_PKEY) == 0);
