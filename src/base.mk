@@ -112,9 +112,9 @@ TESTS += test/unit/test-oldverbs.sh
 # iWARP skipped; RoCE ports' netdev, TC/SL and PFC/ECN state in nccl-net-verbs-info.
 dist_check_SCRIPTS += test/unit/test-roce-fabric.sh
 TESTS += test/unit/test-roce-fabric.sh
-# NCCL_IB_MERGE_VFS: VFs of one NIC on one PCI path (simverbs pci=).
-dist_check_SCRIPTS += test/unit/test-merge-vfs.sh
-TESTS += test/unit/test-merge-vfs.sh
+# NCCL_IB_MERGE_VFS: VFs of one NIC on one PCI path; NCCL_IB_DEVICE_PCI_ORDER (simverbs pci=).
+dist_check_SCRIPTS += test/unit/test-merge-vfs.sh test/unit/test-pci-order.sh
+TESTS += test/unit/test-merge-vfs.sh test/unit/test-pci-order.sh
 # Verbs seam failure messages over simverbs.
 check_PROGRAMS += test/unit/test_ibv
 TESTS += test/unit/test_ibv

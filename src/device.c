@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -54,20 +55,42 @@ const struct nv_vdev *nv_vdev_get(int index)
 	return (index >= 0 && index < nv_vdev_count()) ? &nv_vdevs[index] : NULL;
 }
 
+/* The PCI address ending a sysfs path ("0000:03:00.1") as one hex number, as
+ * NCCL orders devices by (NCCL_IB_DEVICE_PCI_ORDER); -1 if there is none. */
+static int64_t nv_pci_busid(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	int64_t id = 0;
+	int digits = 0;
+
+	for (s = s ? s + 1 : path; *s && digits < 15; s++) {
+		if (*s == ':' || *s == '.')
+			continue;
+		if (!isxdigit((unsigned char)*s))
+			break;
+		id = id << 4 | (isdigit((unsigned char)*s) ? *s - '0' : (tolower(*s) - 'a' + 10));
+		digits++;
+	}
+	return digits ? id : -1;
+}
+
 /* realpath(<ibdev_path>/device), with the PCI function digit zeroed as NCCL
- * does so that the ports/functions of one NIC sit on one PCI node. */
-static void nv_hca_pci_path(struct ibv_device *dev, char *out, size_t len)
+ * does so that the ports/functions of one NIC sit on one PCI node; *busid: the
+ * unmerged address (nv_pci_busid). */
+static void nv_hca_pci_path(struct ibv_device *dev, char *out, size_t len, int64_t *busid)
 {
 	char path[PATH_MAX + 16], real[PATH_MAX];
 	size_t n;
 
 	out[0] = '\0';
+	*busid = -1;
 	snprintf(path, sizeof(path), "%s/device", dev->ibdev_path);
 	if (!realpath(path, real)) {
 		NV_INFO(NV_SUB_INIT | NV_SUB_NET, "%s: no PCI path (%s: %s); NCCL will place it "
 			"on CPU 0", nv_ibv_device_name(dev), path, strerror(errno));
 		return;
 	}
+	*busid = nv_pci_busid(real);
 	n = strlen(real);
 	if (n > 2 && real[n - 2] == '.')
 		real[n - 1] = '0';
@@ -120,7 +143,7 @@ static nv_status_t nv_hca_open(struct ibv_device *idev, struct nv_hca **out)
 	h->event_stop_fd = h->event_wake_fd = -1;
 	NV_CHECK_GOTO(nv_ibv_open_device(idev, &h->ctx), st, err_free);
 	NV_CHECK_GOTO(nv_ibv_query_device(h->ctx, &h->attr), st, err_close);
-	nv_hca_pci_path(idev, h->pci_path, sizeof(h->pci_path));
+	nv_hca_pci_path(idev, h->pci_path, sizeof(h->pci_path), &h->pci_busid);
 	*out = h;
 	return NV_OK;
 err_close:
@@ -359,6 +382,7 @@ static nv_status_t nv_scan_hca(struct ibv_device *idev, const struct nv_hca_filt
 		nv_hca_close(h);
 		return NV_OK;
 	}
+	h->order = nv_nhca;
 	nv_hcas[nv_nhca++] = h;
 	return nv_hca_start(h);
 err:
@@ -366,14 +390,18 @@ err:
 	return st;
 }
 
+/* As NCCL (NCCL_IB_DEVICE_PCI_ORDER=1): by the PCI address, devices without
+ * one last; otherwise, and among ports of one device, the verbs list's order. */
 static int nv_dev_cmp(const void *a, const void *b)
 {
 	const struct nv_dev *x = *(struct nv_dev *const *)a, *y = *(struct nv_dev *const *)b;
-	int c = strcmp(x->hca->pci_path, y->hca->pci_path);
+	int64_t bx = x->hca->pci_busid, by = y->hca->pci_busid;
 
-	if (!c)
-		c = strcmp(x->hca->name, y->hca->name);
-	return c ? c : (int)x->port - (int)y->port;
+	if (nv_param_int(NV_PARAM_IB_DEVICE_PCI_ORDER) && bx != by)
+		return bx < 0 ? 1 : by < 0 ? -1 : bx < by ? -1 : 1;
+	if (x->hca->order != y->hca->order)
+		return x->hca->order - y->hca->order;
+	return (int)x->port - (int)y->port;
 }
 
 /* Sort, name, index, GID, one virtual device each, one INFO line each. */

@@ -86,6 +86,9 @@ struct nv_gdr_info {
 struct nv_hca {
 	char name[NV_NAME_MAX];          /* ibv device name, e.g. mlx5_0 */
 	char pci_path[PATH_MAX];         /* realpath(<ibdev_path>/device), "" if unknown */
+	int64_t pci_busid;               /* its last component before merging, as one hex
+					  * number (domain bus device function); -1 if unknown */
+	int order;                       /* position in the verbs device list */
 	struct ibv_context *ctx;
 	struct ibv_device_attr attr;
 	struct nv_gdr_info gdr;

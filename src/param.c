@@ -83,6 +83,9 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 		"IPv4 prefix length that defines a RoCE subnet for subnet-aware routing"),
 	INT_ROW(NV_PARAM_IB_MERGE_VFS, "NCCL_IB_MERGE_VFS", 1, 0, 1,
 		"1: SR-IOV virtual functions of one NIC share its PCI path (port numbering)"),
+	INT_ROW(NV_PARAM_IB_DEVICE_PCI_ORDER, "NCCL_IB_DEVICE_PCI_ORDER", 1, 0, 1,
+		"1: number devices by PCI address (alike on every node); 0: in the verbs "
+		"device list's order"),
 	INT_ROW(NV_PARAM_IB_WARN_RAIL_LOCAL, "NCCL_IB_WARN_RAIL_LOCAL", 0, 0, 1,
 		"1: INFO when a connection's two sides use different physical devices"),
 	INT_ROW(NV_PARAM_IB_MQP_RETRY_ALL, "NCCL_IB_MQP_RETRY_ALL", 0, 0, 1,
