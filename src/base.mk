@@ -1,7 +1,7 @@
 # Plugin core (owner: P1): ABI headers, vtable, params, log, verbs seam,
 # devices, GDR, MR cache. NV_BASE_SOURCES and NV_COMM_SOURCES (src/comm.mk)
 # make up libnvcore.la, which the plugin and the unit tests link.
-NV_BASE_SOURCES = src/log.c src/os.c src/param.c src/ibv.c src/ibv_load.c src/select.c src/device.c src/route.c src/event.c \
+NV_BASE_SOURCES = src/log.c src/os.c src/param.c src/ibv.c src/ibv_load.c src/select.c src/device.c src/props.c src/route.c src/event.c \
 	src/gdr.c src/mr.c
 noinst_HEADERS += src/nv_common.h src/nv_api.h src/log.h src/os.h src/param.h src/ibv.h src/ibv_syms.h src/device.h \
 	src/event.h src/mr.h src/plugin.h \

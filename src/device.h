@@ -165,6 +165,7 @@ int nv_vdev_count(void);
 const struct nv_vdev *nv_vdev_get(int index);  /* NULL if out of range */
 /* makeVDevice: merge physical devices. max_devs is 4 for ABI <= v11, 8 for v12. */
 nv_status_t nv_vdev_make(const int *devs, int ndevs, int max_devs, int *vdev);
+/* ---- properties (props.c) ------------------------------------------------ */
 /* Fills every field of the v12 shape for virtual device `vdev`. */
 nv_status_t nv_vdev_properties(int vdev, ncclNetProperties_v12_t *props);
 /* Longest RDMA write the data path posts on d: max_msg_sz rounded down to NV_WR_ALIGN. */
