@@ -22,7 +22,8 @@ ranks='
 3.0  comm.c comm.h nv_api.h prof.c prof.h
 3.1  diag.c
 3.2  qp.c
-3.3  connect.c handshake.h
+3.25 handshake.c handshake.h
+3.3  connect.c
 3.35 admit.c admit.h
 3.4  accept.c
 4    p2p.c

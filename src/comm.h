@@ -329,7 +329,7 @@ static inline uint32_t nv_liveness_stride(uint32_t stride, uint64_t elapsed_ns)
 	return stride * 2 > NV_LIVENESS_POLLS ? NV_LIVENESS_POLLS : stride * 2;
 }
 
-/* ---- shared helpers (connect.c) ---------------------------------------- */
+/* ---- shared helpers (handshake.c) -------------------------------------- */
 int nv_connect_timeout_ms(void);
 
 #endif /* NV_COMM_H */

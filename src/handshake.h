@@ -1,5 +1,5 @@
 /*
- * handshake.h - helpers shared by the connect (connect.c) and accept
+ * handshake.h - helpers (handshake.c) shared by the connect (connect.c) and accept
  * (accept.c) state machines: buffered message I/O over the non-blocking
  * socket, deadlines, and the checks every received message goes through.
  *
