@@ -394,7 +394,16 @@ static bool nv_comm_route(const struct nv_comm_dev *d, const struct nv_meta_dev 
 
 	*dlid = r->lid;
 	if (d->dev->link_layer == IBV_LINK_LAYER_ETHERNET) {
-		snprintf(why, len, "RoCE: GRH always");
+		/* say whether an IP router is on the path (NCCL_IB_SUBNET_AWARE_ROUTING) */
+		int v4 = nv_gid_family(&d->gid.gid) == AF_INET;
+		int plen = v4 ? (int)nv_param_int(NV_PARAM_IB_SUBNET_PREFIX_LEN) : 64;
+		bool same = nv_gid_same_subnet(d->gid.gid.raw, r->gid, plen);
+		char lg[INET6_ADDRSTRLEN], rg[INET6_ADDRSTRLEN];
+
+		snprintf(why, len, "RoCE: GRH always; GID %s -> %s, %s subnet (/%d)%s",
+			 nv_ibv_gid_str(&d->gid.gid, lg, sizeof(lg)),
+			 nv_ibv_gid_str((const union ibv_gid *)r->gid, rg, sizeof(rg)),
+			 same ? "same" : "another", plen, same ? "" : ": routed");
 		return true;
 	}
 	if (ls == rs || !memcmp(r->gid, zero, 16)) {
@@ -435,7 +444,7 @@ static nv_status_t nv_comm_qp_rtr(struct nv_comm *c, int i, int tc)
 	struct nv_comm_dev *d = &c->dev[q->dev];
 	const struct nv_meta_dev *r = &c->rmeta->dev[c->rmeta->qp[i].dev];
 	struct ibv_qp_attr a;
-	char lg[64], rg[64], why[160];
+	char lg[64], rg[64], why[200];
 	nv_status_t st;
 	bool grh;
 

@@ -3,7 +3,7 @@
 # its own /24, the rails joined by a router): h0 is given device 0 (rail 0), the listener on h1
 # device 1 (rail 1).
 #  - knob off (the default, as NCCL): h0 connects from mlx5_0 to h1's rail-1 GID, through the
-#    router; with the router down, that connect fails within seconds (the path check names
+#    router (the QP INFO line says so: another subnet, routed); with the router down, that connect fails within seconds (the path check names
 #    both GIDs);
 #  - knob on: h0 connects from mlx5_1, the NIC on the listener's subnet, and moves data with
 #    the router down (so the data went over rail 1, not through the router);
@@ -48,6 +48,8 @@ pair off 0 1
 ok off "knob off, router up"
 qp_line off 0 mlx5_0 mlx5_1
 grep -q 'subnet-aware routing' "$TMP"/off.* && { cl_show off; fail "knob off: the device was overridden"; }
+grep -q 'GID ::ffff:10\.100\.0\.1 -> ::ffff:10\.101\.0\.2, another subnet (/24): routed' "$TMP/off.0" ||
+	{ cl_show off 40; fail "knob off: the QP line does not say the path is routed"; }
 echo "knob off: h0 connects from mlx5_0 (rail 0) to h1's mlx5_1 (rail 1) through the router: ok"
 
 E1=NCCL_IB_SUBNET_AWARE_ROUTING=1 pair on 0 1
@@ -62,6 +64,8 @@ NCCL_IB_SUBNET_AWARE_ROUTING=1 NCCL_IB_SUBNET_PREFIX_LEN=15 pair plen 0 1
 ok plen "NCCL_IB_SUBNET_PREFIX_LEN=15"
 grep -q 'subnet-aware routing' "$TMP"/plen.* && { cl_show plen; fail "/15: the device was overridden"; }
 qp_line plen 0 mlx5_0 mlx5_1
+grep -q 'GID ::ffff:10\.100\.0\.1 -> ::ffff:10\.101\.0\.2, same subnet (/15)$' "$TMP/plen.0" ||
+	{ cl_show plen 40; fail "/15: the QP line does not say one subnet"; }
 echo "NCCL_IB_SUBNET_PREFIX_LEN=15 (10.100/10.101 one subnet): no override: ok"
 
 "$SC" router down || fail "sim-cluster router down"
@@ -82,6 +86,8 @@ grep -q 'subnet-aware routing: connecting from device 1 (mlx5_1) instead of 0' "
 	{ cl_show onnort 40; fail "knob on: h0 did not switch to mlx5_1"; }
 qp_line onnort 0 mlx5_1 mlx5_1
 qp_line onnort 1 mlx5_1 mlx5_1
+grep -q 'GID ::ffff:10\.101\.0\.1 -> ::ffff:10\.101\.0\.2, same subnet (/24)$' "$TMP/onnort.0" ||
+	{ cl_show onnort 40; fail "knob on: the QP line does not say one subnet"; }
 echo "knob on, router down: h0 connects from mlx5_1, the listener's subnet, data checked: ok"
 
 pair fused 0 1 --vdev 0,1
@@ -100,4 +106,6 @@ grep -q 'subnet-aware routing: connecting from device 1 (mlx5_1) instead of 0' "
 	grep -q 'mlx5_1:1 GID index [0-9]* fd00:101::1 ' "$TMP/v6.0" ||
 	{ cl_show v6 40; fail "IPv6, knob on: h0 did not switch to mlx5_1 (fd00:101::1)"; }
 qp_line v6 0 mlx5_1 mlx5_1
+grep -q 'GID fd00:101::1 -> fd00:101::2, same subnet (/64)$' "$TMP/v6.0" ||
+	{ cl_show v6 40; fail "IPv6: the QP line does not say one /64"; }
 echo "IPv6 rails, knob on, router down: h0 connects from mlx5_1 (fd00:101::/64): ok"
