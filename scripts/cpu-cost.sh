@@ -13,15 +13,23 @@
 #   latency   two processes, the 8-byte-style ping-pong of nccl-net-bench -t
 #             latency (2 messages per iteration, both ranks counted)
 #   sendrecv  two processes, one direction (1 message per iteration)
-# The two-process counts move with how often test() polls while waiting,
-# which depends on load. Sizes: 8 B and 512 KiB.
+# The two-process runs are counted only inside the benchmark's progress loop
+# (--toggle-collect=nb_run). Their raw counts include every call that found
+# nothing to do while waiting for the peer, whose number depends on load; the
+# benchmark counts those (--calls: test() not done, isend() without a
+# request), and "work" subtracts them at the cost of one such call, measured
+# per plugin and size by the idle patterns (per call, not per message):
+#   idle-test   --self --idle test: test() of a receive nothing is sent to
+#   idle-isend  --self --idle isend: isend() before any receive is posted
+# (CC_I1/CC_I2 calls, differenced). Sizes: 8 B and 512 KiB.
 #
 # Environment: NV_BUILD_DIR (default build/), CC_N1/CC_N2 (loopback rounds,
 # default 200/400), CC_P1/CC_P2 (two-process iterations, default 100/300),
-# CC_REPS (two-process pairs, median reported; default 3),
-# CC_PATTERNS (default "loopback latency sendrecv"), CC_SIZES (default
-# "8 524288"), NCCL_NET_BENCH_NCCL_LIB (NCCL library; default the CUDA
-# toolkit's). Prints a table; exits non-zero when a run fails.
+# CC_REPS (two-process pairs, median reported; default 3), CC_I1/CC_I2
+# (idle calls, default 200/1200), CC_PATTERNS (default "loopback latency
+# sendrecv", spaces or commas), CC_SIZES (default "8 524288"),
+# NCCL_NET_BENCH_NCCL_LIB (NCCL library; default the CUDA toolkit's).
+# Prints a table; exits non-zero when a run fails.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 B=$(cd "${NV_BUILD_DIR:-$top/build}" && pwd)
@@ -40,8 +48,11 @@ else
 fi
 unset SIMVERBS_LEAK_CHECK
 n1=${CC_N1:-200} n2=${CC_N2:-400} p1=${CC_P1:-100} p2=${CC_P2:-300} nrep=${CC_REPS:-3}
+i1=${CC_I1:-200} i2=${CC_I2:-1200}
 patterns=${CC_PATTERNS:-loopback latency sendrecv}
+patterns=${patterns//,/ }
 sizes=${CC_SIZES:-8 524288}
+sizes=${sizes//,/ }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cpucost.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
@@ -79,67 +90,123 @@ obj_ir() {
 	END { printf "%.0f\n", sum }' "$1"*
 }
 
-# Calls of function $2 (the plugin's test()) summed over callgrind files $1*.
-fn_calls() {
-	awk -v want="$2" '
-	FNR == 1 { delete fname }
-	/^c?fn=/ { s = substr($0, index($0, "=") + 1)
-		if (match(s, /^\([0-9]+\)/)) { id = substr(s, 1, RLENGTH); rest = substr(s, RLENGTH + 2)
-			if (rest != "") fname[id] = rest; s = fname[id] }
-		cur = (substr($0, 1, 1) == "c") ? s : ""; next }
-	/^calls=/ { if (cur == want) { split(substr($0, 7), t, " "); n += t[1] } next }
-	END { printf "%.0f\n", n }' "$1"*
+# Sum over the "# calls" lines of log $1 (nccl-net-bench --calls, one per rank)
+# of the fields named $2, $3, ...: "test idle isend_null irecv_null".
+calls() {
+	awk '/^# calls / {
+		for (i = 1; i <= NF; i++) {
+			if ($i == "test") t += $(i + 1)
+			if ($i == "idle") ti += $(i + 1)
+			if ($i == "isend") s = 1
+			if ($i == "irecv") s = 2
+			if ($i == "null") { if (s == 1) sn += $(i + 1); else rn += $(i + 1) }
+		}
+	} END { printf "%.0f %.0f %.0f %.0f\n", t, ti, sn, rn }' "$1"
 }
 
-# run PATTERN PLUGIN SIZE N OUT: one callgrind run, files OUT.*
+# run PATTERN PLUGIN SIZE N OUT: one callgrind run, files OUT.*, log OUT.log
 run() {
 	local vg=(valgrind --tool=callgrind --callgrind-out-file="$5.%p")
 	case $1 in
-	loopback) "${vg[@]}" "$BENCH" --self -p "$2" -b "$3" -n "$4" -w 10 ;;
-	latency | sendrecv)
-		"${vg[@]}" "$BENCH" -p "$2" -t "$1" -b "$3" -e "$3" -n "$4" -w 5 -c 0 \
-			--timeout 600 ;;
+	loopback) "${vg[@]}" "$BENCH" --self -p "$2" -b "$3" -n "$4" -w 10 --calls ;;
+	idle-test | idle-isend)
+		"${vg[@]}" "$BENCH" --self --idle "${1#idle-}" -p "$2" -b "$3" -n "$4" -w 10 --calls ;;
+	latency | sendrecv)	# only inside the benchmark's progress loop
+		"${vg[@]}" --toggle-collect=nb_run "$BENCH" -p "$2" -t "$1" -b "$3" -e "$3" -n "$4" -w 5 -c 0 \
+			--timeout 600 --calls ;;
 	esac >"$5.log" 2>&1 || { echo "cpu-cost: $1 $3 B with $2 failed:" >&2; tail -n 20 "$5.log" >&2; exit 1; }
 }
 
-# per_msg PATTERN PLUGIN SIZE OBJ TESTFN: instructions per message; for the
-# two-process patterns (median over CC_REPS differenced pairs, as their polls
-# vary) followed by "/T": the test() calls per message behind that figure
-per_msg() {
-	local a b ta tb lo hi msgs reps=1 two=1 k vals=()
-	case $1 in loopback) lo=$n1 hi=$n2 msgs=1 two=0 ;; latency) lo=$p1 hi=$p2 msgs=2 reps=$nrep ;; *) lo=$p1 hi=$p2 msgs=1 reps=$nrep ;; esac
-	for k in $(seq 1 "$reps"); do
-		run "$1" "$2" "$3" "$lo" "$tmp/a"
-		run "$1" "$2" "$3" "$hi" "$tmp/b"
-		a=$(obj_ir "$tmp/a." "$4"); ta=$(fn_calls "$tmp/a." "$5")
-		b=$(obj_ir "$tmp/b." "$4"); tb=$(fn_calls "$tmp/b." "$5")
-		rm -f "$tmp"/a.* "$tmp"/b.*
-		vals+=("$(awk -v a="$a" -v b="$b" -v ta="$ta" -v tb="$tb" -v n=$((hi - lo)) -v m=$msgs \
-			'BEGIN { printf "%.0f %.1f", (b - a) / n / m, (tb - ta) / n / m }')")
+# pair PATTERN PLUGIN SIZE OBJ LO HI: runs at LO and HI, prints the differences
+# "instructions test() idle-test() idle-isend() null-irecv()"
+pair() {
+	local a b
+	run "$1" "$2" "$3" "$5" "$tmp/a"
+	run "$1" "$2" "$3" "$6" "$tmp/b"
+	a="$(obj_ir "$tmp/a." "$4") $(calls "$tmp/a.log")"
+	b="$(obj_ir "$tmp/b." "$4") $(calls "$tmp/b.log")"
+	rm -f "$tmp"/a.* "$tmp"/b.*
+	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ")
+		for (i = 1; i <= 5; i++) printf "%.0f%s", y[i] - x[i], i < 5 ? " " : "\n" }'
+}
+
+# idle_cost KIND PLUGIN SIZE OBJ: instructions of one call that finds nothing
+# to do (--self --idle KIND; CC_I1/CC_I2 calls differenced), one decimal
+idle_cost() {
+	pair "idle-$1" "$2" "$3" "$4" "$i1" "$i2" | awk -v n=$((i2 - i1)) '{ printf "%.1f\n", $1 / n }'
+}
+
+# two PATTERN PLUGIN SIZE OBJ CTEST CISEND: the two-process figures per message,
+# median over CC_REPS differenced pairs (of each column on its own):
+# "work raw idle_tests idle_isends null_irecvs"; work = raw minus the idle
+# test() and null isend() calls times what one such call costs (CTEST, CISEND)
+two() {
+	local m=1 i rows=() med=()
+	[ "$1" = latency ] && m=2
+	for _ in $(seq 1 "$nrep"); do
+		rows+=("$(pair "$1" "$2" "$3" "$4" "$p1" "$p2" |
+			awk -v n=$(((p2 - p1) * m)) -v ct="$5" -v cs="$6" '{
+				printf "%.0f %.0f %.2f %.2f %.2f\n", ($1 - $3 * ct - $4 * cs) / n,
+					$1 / n, $3 / n, $4 / n, $5 / n }')")
 	done
-	printf '%s\n' "${vals[@]}" | sort -n | awk -v two=$two '{ v[NR] = $1; t[NR] = $2 }
-		END { k = int((NR + 1) / 2); if (two) printf "%s/%s\n", v[k], t[k]; else print v[k] }'
+	for i in 1 2 3 4 5; do
+		med+=("$(printf '%s\n' "${rows[@]}" | cut -d' ' -f$i | sort -g |
+			sed -n "$(((nrep + 1) / 2))p")")
+	done
+	echo "${med[*]}"
 }
 
 echo "# cpu-cost on $fabric: instructions of the plugin's own object per message (callgrind)"
-echo "# two-process rows: instructions/test() calls per message (polls while waiting included)"
-printf "%-9s %8s" pattern size
-for l in "${labels[@]}"; do printf " %13s" "$l"; done
+echo "# latency, sendrecv: work = all instructions minus the calls that found nothing to do"
+echo "#   (test() not done, isend() without a request) times the idle-* cost of one such call;"
+echo "#   the :raw rows give all instructions / idle test() / idle isend() per message"
+echo "# idle-test, idle-isend: instructions of one such call (not per message)"
+printf "%-13s %8s" pattern size
+for l in "${labels[@]}"; do printf " %20s" "$l"; done
 [ ${#plugins[@]} -gt 1 ] && printf " %7s" ratio
 echo
-for pat in $patterns; do
-	for s in $sizes; do
-		printf "%-9s %8s" "$pat" "$s"
-		vals=()
-		for i in "${!plugins[@]}"; do
-			obj=libnccl-net-verbs.so testfn=nv_test
-			[ "${labels[$i]}" = NCCL-IB ] && obj=$(basename "$nccl") testfn="ncclIbTest(void*, int*, int*)"
-			v=$(per_msg "$pat" "${plugins[$i]}" "$s" "$obj" "$testfn")
-			vals+=("${v%%/*}")
-			printf " %13s" "$v"
-		done
-		[ ${#vals[@]} -gt 1 ] &&
-			awk -v a="${vals[0]}" -v b="${vals[1]}" 'BEGIN { printf " %7.2f", (b > 0 ? a / b : 0) }'
-		echo
+# row LABEL SIZE VALUE...: the ratio is of the first fields (up to a '/') of the first two
+row() {
+	local lab=$1 sz=$2 v
+	shift 2
+	printf "%-13s %8s" "$lab" "$sz"
+	for v in "$@"; do printf " %20s" "$v"; done
+	[ $# -gt 1 ] && awk -v a="${1%%/*}" -v b="${2%%/*}" 'BEGIN { printf " %7.2f", (b > 0 ? a / b : 0) }'
+	echo
+}
+two_proc=0
+for pat in $patterns; do [ "$pat" = loopback ] || two_proc=1; done
+for s in $sizes; do
+	ct=() cs=()
+	for i in "${!plugins[@]}"; do
+		obj=libnccl-net-verbs.so
+		[ "${labels[$i]}" = NCCL-IB ] && obj=$(basename "$nccl")
+		objs[i]=$obj
+		if [ $two_proc = 1 ]; then
+			ct[i]=$(idle_cost test "${plugins[$i]}" "$s" "$obj")
+			cs[i]=$(idle_cost isend "${plugins[$i]}" "$s" "$obj")
+		fi
 	done
+	for pat in $patterns; do
+		vals=() raws=()
+		for i in "${!plugins[@]}"; do
+			if [ "$pat" = loopback ]; then
+				vals+=("$(pair loopback "${plugins[$i]}" "$s" "${objs[$i]}" "$n1" "$n2" |
+					awk -v n=$((n2 - n1)) '{ printf "%.0f\n", $1 / n }')")
+				continue
+			fi
+			res=$(two "$pat" "${plugins[$i]}" "$s" "${objs[$i]}" "${ct[$i]}" "${cs[$i]}")
+			read -r w r it is nr <<<"$res"
+			vals+=("$w")
+			raws+=("$r/$it/$is")
+			awk -v nr="$nr" 'BEGIN { exit !(nr > 0) }' &&
+				echo "# $pat $s B ${labels[$i]}: $nr irecv() per message returned no request (counted as work)"
+		done
+		row "$pat" "$s" "${vals[@]}"
+		[ ${#raws[@]} -gt 0 ] && row "$pat:raw" "$s" "${raws[@]}"
+	done
+	if [ $two_proc = 1 ]; then
+		row idle-test "$s" "${ct[@]}"
+		row idle-isend "$s" "${cs[@]}"
+	fi
 done

@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -510,6 +511,8 @@ int nb_net_isend(struct nb_net *net, void *scomm, void *data, size_t size, int t
 	} else {
 		res = T(10)->isend(scomm, data, size, tag, mh, nb_prof_op(), req);
 	}
+	net->calls.isend++;
+	net->calls.isend_null += !*req;
 	return nb_chk(res, "isend");
 }
 
@@ -534,6 +537,8 @@ int nb_net_irecv(struct nb_net *net, void *rcomm, int n, void **data, size_t *si
 			ph[i] = nb_prof_op();
 		res = T(10)->irecv(rcomm, n, data, sizes, tags, mhs, nb_prof_out ? ph : NULL, req);
 	}
+	net->calls.irecv++;
+	net->calls.irecv_null += !*req;
 	return nb_chk(res, "irecv");
 }
 
@@ -546,7 +551,20 @@ int nb_net_iflush(struct nb_net *net, void *rcomm, int n, void **data, int *size
 
 int nb_net_test(struct nb_net *net, void *req, int *done, int *sizes)
 {
-	return nb_chk(T(6)->test(req, done, sizes), "test");
+	int res = T(6)->test(req, done, sizes);
+
+	net->calls.test++;
+	net->calls.test_idle += !*done;
+	return nb_chk(res, "test");
+}
+
+void nb_net_print_calls(const struct nb_net *net, int rank)
+{
+	const struct nb_calls *k = &net->calls;
+
+	printf("# calls rank %d plugin %s: isend %" PRIu64 " null %" PRIu64 " irecv %" PRIu64
+	       " null %" PRIu64 " test %" PRIu64 " idle %" PRIu64 "\n", rank, net->name, k->isend,
+	       k->isend_null, k->irecv, k->irecv_null, k->test, k->test_idle);
 }
 
 int nb_net_close_send(struct nb_net *net, void *comm)

@@ -7,6 +7,12 @@
  * takes the same calls whatever the machine's load, so the instructions a
  * plugin executes per round, measured at two values of N and differenced,
  * are repeatable to the instruction. Every round's data is checked.
+ *
+ * --idle KIND measures, the same way, what one call costs that finds nothing
+ * to do: test() of a receive nothing is sent to, or isend() before the
+ * receiver posted anything (returns no request). A proxy thread pays that
+ * on every poll of an idle connection, and it is the part of a two-process
+ * count that moves with load (scripts/cpu-cost.sh subtracts it).
  */
 #include "config.h"
 
@@ -96,7 +102,68 @@ static int nb_self_rounds(struct nb_self *s, int rounds)
 	return 0;
 }
 
-int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds)
+int nb_idle_parse(const char *arg, int *idle)
+{
+	if (!strcmp(arg, "test"))
+		*idle = NB_IDLE_TEST;
+	else if (!strcmp(arg, "isend"))
+		*idle = NB_IDLE_ISEND;
+	else {
+		nb_err("--idle must be test or isend, not '%s'", arg);
+		return -1;
+	}
+	return 0;
+}
+
+/* n calls that must find nothing to do, then a round that completes what they left. */
+static int nb_self_idle(struct nb_self *s, int kind, int n)
+{
+	void *rreq = NULL, *sreq = NULL;
+	size_t sz = s->size;
+	int i, tag = 1, done = 0, sdone = 0, got = 0;
+
+	for (i = 0; kind == NB_IDLE_ISEND && i < n; i++) {
+		if (nb_net_isend(s->net, s->scomm, s->sbuf, s->size, tag, s->smh, &sreq) != 0)
+			return -1;
+		if (sreq) {
+			nb_err("--idle isend: isend returned a request before any receive was posted");
+			return -1;
+		}
+	}
+	if (kind == NB_IDLE_ISEND)
+		return nb_self_rounds(s, 0);
+	while (!rreq) {
+		if (nb_net_irecv(s->net, s->rcomm, 1, (void **)&s->rbuf, &sz, &tag, &s->rmh,
+				 &rreq) != 0 || (!rreq && nb_past_deadline("--idle irecv")))
+			return -1;
+	}
+	for (i = 0; i < n; i++) {
+		if (nb_net_test(s->net, rreq, &done, &got) != 0)
+			return -1;
+		if (done) {
+			nb_err("--idle test: a receive completed with nothing sent");
+			return -1;
+		}
+	}
+	while (!sreq) {
+		if (nb_net_isend(s->net, s->scomm, s->sbuf, s->size, tag, s->smh, &sreq) != 0 ||
+		    (!sreq && nb_past_deadline("--idle isend")))
+			return -1;
+	}
+	while (!done || !sdone) {
+		if ((!sdone && nb_net_test(s->net, sreq, &sdone, NULL) != 0) ||
+		    (!done && nb_net_test(s->net, rreq, &done, &got) != 0) ||
+		    ((!done || !sdone) && nb_past_deadline("--idle test")))
+			return -1;
+	}
+	if ((size_t)got != s->size) {
+		nb_err("--idle: received %d bytes, sent %zu", got, s->size);
+		return -1;
+	}
+	return 0;
+}
+
+int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds, int idle)
 {
 	struct nb_self s = { .net = net, .size = size };
 	size_t alloc = size ? (size + 4095) & ~(size_t)4095 : 4096;
@@ -113,9 +180,12 @@ int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds
 	    nb_net_regmr(net, s.scomm, s.sbuf, alloc, &s.smh) != 0 ||
 	    nb_net_regmr(net, s.rcomm, s.rbuf, alloc, &s.rmh) != 0)
 		goto close;
-	if (nb_self_rounds(&s, warmup) != 0 || nb_self_rounds(&s, rounds) != 0)
+	if (nb_self_rounds(&s, warmup) != 0 ||
+	    (idle ? nb_self_idle(&s, idle, rounds) : nb_self_rounds(&s, rounds)) != 0)
 		goto close;
-	printf("# --self: %s, device %d, %zu B, %d rounds: ok\n", net->name, dev, size, rounds);
+	printf("# --self: %s, device %d, %zu B, %d %s: ok\n", net->name, dev, size, rounds,
+	       idle == NB_IDLE_TEST ? "idle test() calls" : idle == NB_IDLE_ISEND ?
+	       "idle isend() calls" : "rounds");
 	rc = 0;
 close:
 	if (s.smh)

@@ -102,6 +102,11 @@ static void nb_usage(FILE *f)
 "      --self            one process, no ranks: a loopback send/recv pair on -d,\n"
 "                        -w + -n rounds of irecv+isend+test of -b bytes (for\n"
 "                        scripts/cpu-cost.sh)\n"
+"      --idle test|isend with --self: after the -w rounds, -n calls that find\n"
+"                        nothing to do (test() of a receive nothing is sent to,\n"
+"                        or isend() before any receive is posted), then one round\n"
+"      --calls           per rank: isend/irecv calls (and how many returned no\n"
+"                        request), test() calls (and how many returned not done)\n"
 "      --profile FILE    hand the plugin (ncclNet v10+) a profiler callback that\n"
 "                        writes a line per network event to FILE (FILE.<rank> per\n"
 "                        rank): start ev= op= plugin= type=qp dev= qpn= opcode=\n"
@@ -144,7 +149,8 @@ static const struct option nb_longopts[] = {
 	{ "list", no_argument, NULL, 'l' }, { "yield", required_argument, NULL, 8 },
 	{ "stats", no_argument, NULL, 9 }, { "help", no_argument, NULL, 'h' },
 	{ "self", no_argument, NULL, 10 }, { "profile", required_argument, NULL, 11 },
-	{ "vdev", required_argument, NULL, 12 },
+	{ "vdev", required_argument, NULL, 12 }, { "idle", required_argument, NULL, 13 },
+	{ "calls", no_argument, NULL, 14 },
 	{ "version", no_argument, NULL, 256 }, { NULL, 0, NULL, 0 }
 };
 
@@ -187,6 +193,8 @@ static int nb_opt_one(struct nb_opts *o, int ch, const char *arg)
 	case 10: o->self = 1; return 0;
 	case 11: o->profile = arg; return 0;
 	case 12: o->vdev = arg; return 0;
+	case 13: return nb_idle_parse(arg, &o->idle);
+	case 14: o->calls = 1; return 0;
 	default: return -1;
 	}
 }
@@ -546,7 +554,9 @@ static int nb_self(const struct nb_opts *o)
 	if ((o->profile && nb_prof_open(o->profile, -1) != 0) ||
 	    nb_open_plugin(&net, o->plugins[0], o, &c) != 0)
 		return 1;
-	rc = nb_self_run(&net, c.dev, o->minbytes, o->warmup, o->iters);
+	rc = nb_self_run(&net, c.dev, o->minbytes, o->warmup, o->iters, o->idle);
+	if (o->calls)
+		nb_net_print_calls(&net, -1);
 	nb_net_unload(&net);
 	return rc ? 1 : 0;
 }
@@ -616,8 +626,11 @@ static int nb_rank_main(const struct nb_opts *o, const char *host, int port, int
 			       (o->plot && nb_out_svg(o->plot, rs, nres, c, np) != 0)))
 		nb_fail();
 	nb_ar_release();
-	for (pl = 0; pl < np; pl++)
+	for (pl = 0; pl < np; pl++) {
+		if (o->calls)
+			nb_net_print_calls(&net[pl], o->rank);
 		nb_net_unload(&net[pl]);
+	}
 	nb_oob_close(&oob);
 	if (wrong && c[0].rank == 0)
 		nb_err("%ld wrong values received", wrong);

@@ -56,6 +56,14 @@ struct nb_props {
 	size_t max_p2p_bytes;
 };
 
+/* Calls made through nb_net_* and how many of them found nothing to do
+ * (--calls; scripts/cpu-cost.sh splits a plugin's instructions with them). */
+struct nb_calls {
+	uint64_t isend, isend_null;	/* isend calls; those returning no request */
+	uint64_t irecv, irecv_null;
+	uint64_t test, test_idle;	/* test calls; those returning done = 0 */
+};
+
 struct nb_net {
 	void *lib;
 	char path[512];		/* what dlopen() accepted */
@@ -64,6 +72,7 @@ struct nb_net {
 	const char *name;	/* the table's name */
 	void *ctx;		/* v11+ per-communicator context */
 	int initialized;
+	struct nb_calls calls;
 };
 
 /* spec: a plugin like NCCL_NET_PLUGIN, or "nccl-ib[:PATH]" (NCCL's IB transport). */
@@ -97,6 +106,8 @@ int nb_net_close_send(struct nb_net *net, void *comm);
 int nb_net_close_recv(struct nb_net *net, void *comm);
 int nb_net_close_listen(struct nb_net *net, void *comm);
 void nb_net_unload(struct nb_net *net);
+/* --calls: one "# calls" line with net->calls; rank < 0 for --self. */
+void nb_net_print_calls(const struct nb_net *net, int rank);
 const char *nb_result_str(int res);
 /* Last WARN the plugin logged (empty if none). */
 const char *nb_net_last_warn(void);
@@ -247,6 +258,8 @@ struct nb_opts {
 	int yield_us;
 	int stats;
 	int self;			/* --self: one-process loopback rounds */
+	int idle;			/* --idle: 0 off, NB_IDLE_TEST, NB_IDLE_ISEND */
+	int calls;			/* --calls: print nb_net.calls per rank */
 	const char *profile;		/* --profile FILE */
 };
 
@@ -283,7 +296,12 @@ void nb_test_describe(int t, const struct nb_ctx *c, size_t size, struct nb_resu
 double nb_test_bytes(int t, const struct nb_ctx *c, size_t size, double *busfactor);
 
 /* --self (nccl-net-bench-self.c): rounds of irecv + isend + test on a loopback pair. */
-int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds);
+/* --idle KIND of --self: what the -n calls are */
+#define NB_IDLE_TEST 1		/* test() of a posted receive nothing is sent to */
+#define NB_IDLE_ISEND 2		/* isend() before the receiver posted anything */
+int nb_idle_parse(const char *arg, int *idle);
+/* idle 0: warmup + rounds rounds; else warmup rounds, `rounds` idle calls, one round. */
+int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds, int idle);
 
 /* Allreduce (nccl-net-bench-ar.c). */
 int nb_ar_run(struct nb_ctx *c, size_t count, int iters, int check, long *wrong);
