@@ -11,7 +11,8 @@
 #  - a fused NIC (mlx5_0+mlx5_1) is not kept when one of its ports is on another subnet than
 #    the listener: the connector falls back to the single NIC that is (as NCCL);
 #  - NCCL_IB_SUBNET_PREFIX_LEN=15 makes 10.100/10.101 one subnet: no override;
-#  - IPv6-only rails: the same choice by the GIDs' 64-bit subnet prefixes.
+#  - IPv6-only rails: the same choice by the GIDs' 64-bit subnet prefixes;
+#  - InfiniBand: no effect (the knob is about RoCE subnets).
 # Every byte is checked by the bench in every run that must succeed.
 . "$(dirname "$0")/cl-common.sh"
 export NCCL_SOCKET_IFNAME=mgmt0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
@@ -109,3 +110,11 @@ qp_line v6 0 mlx5_1 mlx5_1
 grep -q 'GID fd00:101::1 -> fd00:101::2, same subnet (/64)$' "$TMP/v6.0" ||
 	{ cl_show v6 40; fail "IPv6: the QP line does not say one /64"; }
 echo "IPv6 rails, knob on, router down: h0 connects from mlx5_1 (fd00:101::/64): ok"
+
+# InfiniBand (rail k = IB subnet k, no FLIDs): the knob only looks at RoCE GIDs, as NCCL, so
+# the handle carries none and the connector keeps its device: rail 0 cannot reach rail 1
+cl_up --hosts 2 --nics 2 --subnets per-rail --link ib
+pair ib 0 1
+[ "$rc" -ge 1 ] || { cl_show ib 40; fail "IB, knob on: a LID of another subnet connected"; }
+grep -q 'subnet-aware routing' "$TMP"/ib.* && { cl_show ib 40; fail "IB: the device was overridden"; }
+echo "InfiniBand, knob on: no override (no RoCE GIDs), rail 0 to rail 1 fails as with it off: ok"
