@@ -9,7 +9,8 @@
 #    the router down (so the data went over rail 1, not through the router);
 #  - a listener with the knob on accepts a knob-off connector from rail 0 on its rail-0 NIC;
 #  - a fused NIC (mlx5_0+mlx5_1) is not kept when one of its ports is on another subnet than
-#    the listener: the connector falls back to the single NIC that is (as NCCL);
+#    the listener: the connector falls back to the single NIC that is (as NCCL); one whose
+#    ports are all on the listener's subnets is kept;
 #  - NCCL_IB_SUBNET_PREFIX_LEN=15 makes 10.100/10.101 one subnet: no override;
 #  - IPv6-only rails: the same choice by the GIDs' 64-bit subnet prefixes;
 #  - InfiniBand: no effect (the knob is about RoCE subnets).
@@ -97,6 +98,17 @@ grep -q 'subnet-aware routing: connecting from device 1 (mlx5_1) instead of 2' "
 	{ cl_show fused 40; fail "knob on: the fused NIC (device 2) was kept"; }
 grep -q "QP 0x[0-9a-f]* mlx5_0:1 " "$TMP/fused.0" && { cl_show fused 40; fail "fused: a QP on mlx5_0"; }
 echo "knob on, fused mlx5_0+mlx5_1 connector: falls back to mlx5_1 (the listener's subnet): ok"
+
+# both sides fused over both rails: every port of the connector's fused NIC is on one of the
+# listener's subnets, so it is kept (NIC fusion preserved), each rail talking to its own
+side fusedboth h0 0 0 "" --vdev 0,1
+side fusedboth h1 1 0 "" --vdev 0,1
+cl_wait
+ok fusedboth "knob on, both sides fused, router down"
+grep -q 'subnet-aware routing' "$TMP"/fusedboth.* && { cl_show fusedboth 40; fail "fused both: overridden"; }
+qp_line fusedboth 0 mlx5_0 mlx5_0
+qp_line fusedboth 0 mlx5_1 mlx5_1
+echo "knob on, both sides fused over both rails: the fused NIC is kept, rail to rail: ok"
 
 # IPv6-only rails (fd00:100::/64, fd00:101::/64): subnets compared by their 64-bit prefix
 cl_up --hosts 2 --nics 2 --subnets per-rail --ipv6
