@@ -26,8 +26,9 @@
 #include "config.h"
 #include "nv_common.h"
 
-/* libibverbs is bound at run time (ibv_load.c): `lib` (NCCL_IBVERBS_LIB, from
- * the caller) when non-NULL and non-empty, else libibverbs.so.1. Idempotent
+/* libibverbs is bound at run time (ibv_load.c): the first that opens of `lib`
+ * (NCCL_IBVERBS_LIB, from the caller; skipped when NULL or empty),
+ * libibverbs.so and libibverbs.so.1, as NCCL. Idempotent
  * and thread-safe (the first library loaded stays); logs one WARN when no
  * usable library is found and one INFO per missing optional verb. Must have
  * succeeded before nv_ibv_get_device_list(); every other wrapper may assume

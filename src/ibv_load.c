@@ -6,7 +6,8 @@
  * either works with the missing optional verbs switched off or fails with one
  * WARN so that NCCL falls back to another transport.
  *
- * Library: NCCL_IBVERBS_LIB when set (and only it), else libibverbs.so.1.
+ * Library: as NCCL 2.30, the first of NCCL_IBVERBS_LIB (when set),
+ * libibverbs.so and libibverbs.so.1 that dlopen() opens.
  * Symbols: the core verbs by their IBVERBS_1.1 versions (the ABI every
  * rdma-core since 2004 exports); the optional ones by the version that
  * introduced them, each absence logged once at INFO with what it costs.
@@ -140,24 +141,50 @@ static void nv_syms_report(const char *lib)
 	nv_syms_missing(nv_sym_log, (void *)lib);
 }
 
+/* dlopen()s the first of NCCL 2.30's candidates that opens: NCCL_IBVERBS_LIB
+ * (when set), libibverbs.so, libibverbs.so.1; each one that does not is an
+ * INFO, and *tried collects them for the WARN when none opens. */
+static void *nv_ibv_open(const char *env, const char **lib, char *tried, size_t len)
+{
+	const char *cand[] = { env && *env ? env : NULL, "libibverbs.so", "libibverbs.so.1" };
+
+	tried[0] = '\0';
+	for (size_t i = 0; i < NV_ARRAY_SIZE(cand); i++) {
+		const char *e;
+		size_t used = strlen(tried);
+		void *h;
+
+		if (!cand[i])
+			continue;
+		h = dlopen(cand[i], RTLD_NOW | RTLD_LOCAL);
+		if (h) {
+			*lib = cand[i];
+			return h;
+		}
+		e = dlerror();
+		NV_INFO(NV_SUB_INIT, "cannot load %s%s: %s", cand[i], i ? "" : " (NCCL_IBVERBS_LIB)",
+			e ? e : "unknown error");
+		snprintf(tried + used, len - used, "%s%s%s: %s", used ? "; " : "",
+			 i ? "" : "NCCL_IBVERBS_LIB=", cand[i], e ? e : "unknown error");
+	}
+	return NULL;
+}
+
 nv_status_t nv_ibv_load(const char *env)
 {
-	const char *lib = env && *env ? env : "libibverbs.so.1";
+	const char *lib = NULL;
 	const char *missing;
 	nv_status_t st = NV_OK;
-	char err[256];
+	char err[256], tried[1024];
 	void *h;
 
 	pthread_mutex_lock(&nv_load_lock);
 	if (nv_ibv_handle)
 		goto out_unlock;
-	h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	h = nv_ibv_open(env, &lib, tried, sizeof(tried));
 	if (!h) {
-		const char *e = dlerror();
-
-		NV_WARN("cannot load %s%s: %s - the verbs transport is disabled (install rdma-core's "
-			"libibverbs1, or point NCCL_IBVERBS_LIB at it)", lib,
-			lib == env ? " (NCCL_IBVERBS_LIB)" : "", e ? e : "unknown error");
+		NV_WARN("cannot load libibverbs (%s) - the verbs transport is disabled (install "
+			"rdma-core's libibverbs1, or point NCCL_IBVERBS_LIB at it)", tried);
 		st = NV_ERR_SYSTEM;
 		goto out_unlock;
 	}

@@ -72,7 +72,7 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 	INT_ROW(NV_PARAM_IB_RETURN_ASYNC_EVENTS, "NCCL_IB_RETURN_ASYNC_EVENTS", 1, 0, 1,
 		"1: fatal asynchronous events fail the affected comms at their next call"),
 	STR_ROW(NV_PARAM_IBVERBS_LIB, "NCCL_IBVERBS_LIB", NULL, NULL,
-		"libibverbs to dlopen (path or soname; unset: libibverbs.so.1)"),
+		"libibverbs to dlopen first (path or soname); then libibverbs.so, libibverbs.so.1"),
 	INT_ROW(NV_PARAM_IB_QUERY_PORT_SPEED, "NCCL_IB_QUERY_PORT_SPEED", 1, 0, 1,
 		"1: port speed from ibv_query_port_speed when libibverbs has it (rdma-core 56+)"),
 	INT_ROW(NV_PARAM_IB_ROUTABLE_FLID_GID_INDEX, "NCCL_IB_ROUTABLE_FLID_GID_INDEX", 1, 0, 255,

@@ -4,6 +4,8 @@
 #  - over simverbs built as an old rdma-core (IBVERBS_1.0/1.1 only) it loads,
 #    logs each missing optional verb at INFO, and moves data (e2e_loopback);
 #  - ibv_query_port_speed (IBVERBS_1.16) gives the port speed when present;
+#  - NCCL_IBVERBS_LIB, then libibverbs.so, then libibverbs.so.1, as NCCL 2.30: the
+#    first that opens (an unloadable NCCL_IBVERBS_LIB is an INFO, the next is tried);
 #  - with no loadable libibverbs init fails with one WARN (NCCL falls back).
 B="${NV_TOP_BUILDDIR:-.}"
 PLUGIN="${NV_TEST_PLUGIN:-$B/.libs/libnccl-net-verbs.so}"
@@ -32,6 +34,12 @@ if [ -x "$INFO" ]; then
 fi
 # NCCL_IBVERBS_LIB picks the library (here the old one, by path)
 LD_LIBRARY_PATH="$OLD" NCCL_IBVERBS_LIB="$OLD/libibverbs.so.1" "$T" old || bad "NCCL_IBVERBS_LIB=path"
+# without it, as NCCL: libibverbs.so before libibverbs.so.1 (here .so is the old library)
+PREF=$(mktemp -d "${TMPDIR:-/tmp}/oldverbs.XXXXXX")
+ln -s "$(readlink -f "$OLD/libibverbs.so.1")" "$PREF/libibverbs.so"
+ln -s "$(readlink -f "$B/test/simverbs/.libs/libibverbs.so.1")" "$PREF/libibverbs.so.1"
+LD_LIBRARY_PATH="$PREF" "$T" old || bad "libibverbs.so not tried before libibverbs.so.1"
+rm -rf "$PREF"
 
 # port speed: ibv_query_port_speed when exported (simverbs), else speed x width (HDR 4x)
 export SIMVERBS_DEVICES="simib0:ll=ib,speed_mbps=400000"
@@ -40,9 +48,9 @@ NCCL_IB_QUERY_PORT_SPEED=0 "$T" speed 200000 || bad "NCCL_IB_QUERY_PORT_SPEED=0"
 LD_LIBRARY_PATH="$OLD" "$T" speed 200000 || bad "speed on the old rdma-core"
 unset SIMVERBS_DEVICES
 
-# no libibverbs: a name that is nowhere on the search path, and (where a
-# mount namespace is allowed) the system's library made unloadable
-NCCL_IBVERBS_LIB=libibverbs-absent.so.1 "$T" absent || bad "absent NCCL_IBVERBS_LIB"
+# a NCCL_IBVERBS_LIB that is nowhere falls back to the default names; no libibverbs at
+# all (where a mount namespace is allowed): the system's library made unloadable
+NCCL_IBVERBS_LIB=libibverbs-absent.so.1 "$T" fallback || bad "absent NCCL_IBVERBS_LIB: no fallback"
 sys=$(ldconfig -p 2>/dev/null | awk '/libibverbs.so.1 /{print $NF; exit}')
 if [ -n "$sys" ] && unshare -m true 2>/dev/null; then
 	unshare -m sh -c "mount --bind /dev/null $(readlink -f "$sys") && LD_LIBRARY_PATH= exec $T absent" \

@@ -6,6 +6,9 @@
  *   test_loadverbs absent    init must fail with exactly one WARN saying the
  *                            library cannot be loaded (run with NCCL_IBVERBS_LIB
  *                            naming a missing library, or with none loadable)
+ *   test_loadverbs fallback  NCCL_IBVERBS_LIB names a missing library: as NCCL,
+ *                            one INFO says so and the default names are tried
+ *                            (init works, no WARN)
  *   test_loadverbs old       over simverbs built as an old rdma-core (IBVERBS
  *                            1.0/1.1 only): init works, no WARN, and one INFO
  *                            per missing optional verb says what is lost
@@ -92,6 +95,10 @@ int main(int argc, char **argv)
 		CHECK(info_has("_ibv_query_gid_ex@IBVERBS_1.11", "GID types unknown"));
 		CHECK(info_has("ibv_reg_dmabuf_mr@IBVERBS_1.12", "dma-buf"));
 		CHECK(info_has("ibv_query_port_speed@IBVERBS_1.16", "active_speed"));
+	} else if (!strcmp(mode, "fallback")) {
+		CHECK(nvt_nwarn == 0);
+		CHECK(info_has("cannot load libibverbs-absent.so.1 (NCCL_IBVERBS_LIB)", NULL));
+		CHECK(info_has("loaded libibverbs.so", NULL));
 	} else if (!strcmp(mode, "speed") && argc > 2) {
 		ncclNetProperties_v8_t p;
 
