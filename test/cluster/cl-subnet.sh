@@ -11,6 +11,8 @@
 #  - a fused NIC (mlx5_0+mlx5_1) is not kept when one of its ports is on another subnet than
 #    the listener: the connector falls back to the single NIC that is (as NCCL); one whose
 #    ports are all on the listener's subnets is kept;
+#  - the router back up (the hosts' neighbour entries for it left FAILED by the outage): knob
+#    off connects through it again (simverbs probes a FAILED entry again, as the kernel);
 #  - NCCL_IB_SUBNET_PREFIX_LEN=15 makes 10.100/10.101 one subnet: no override;
 #  - IPv6-only rails: the same choice by the GIDs' 64-bit subnet prefixes;
 #  - InfiniBand: no effect (the knob is about RoCE subnets).
@@ -109,6 +111,12 @@ grep -q 'subnet-aware routing' "$TMP"/fusedboth.* && { cl_show fusedboth 40; fai
 qp_line fusedboth 0 mlx5_0 mlx5_0
 qp_line fusedboth 0 mlx5_1 mlx5_1
 echo "knob on, both sides fused over both rails: the fused NIC is kept, rail to rail: ok"
+
+"$SC" router up || fail "sim-cluster router up"
+NCCL_IB_SUBNET_AWARE_ROUTING=0 pair back 0 1
+ok back "knob off, router back up"
+qp_line back 0 mlx5_0 mlx5_1
+echo "router back up: knob off connects through it again: ok"
 
 # IPv6-only rails (fd00:100::/64, fd00:101::/64): subnets compared by their 64-bit prefix
 cl_up --hosts 2 --nics 2 --subnets per-rail --ipv6

@@ -345,15 +345,17 @@ static int sv_neigh_get(int family, const uint8_t *addr, int ifindex, uint8_t *m
 /* Resolves nexthop's MAC on ifindex as the kernel does for a RoCE address
  * vector: a datagram towards dst out of that interface triggers ARP or
  * neighbour discovery, then the neighbour table is read (up to wait_ms).
- * Returns 0 (mac filled), EHOSTUNREACH or ETIMEDOUT. */
+ * An entry that FAILED earlier is probed again, as the kernel does when new
+ * traffic goes to it (FAILED -> INCOMPLETE), so a next hop that came back is
+ * found. Returns 0 (mac filled), EHOSTUNREACH or ETIMEDOUT. */
 int sv_nl_resolve(int family, const uint8_t *dst, const uint8_t *nexthop, int ifindex,
 		  const char *ifname, int wait_ms, uint8_t *mac)
 {
 	int rc = sv_neigh_get(family, nexthop, ifindex, mac);
 	int fd;
 
-	if (rc != EAGAIN)
-		return rc;
+	if (rc == 0)
+		return 0;
 	fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd >= 0) {
 		struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(9) };
