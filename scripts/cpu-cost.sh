@@ -4,7 +4,12 @@
 # there and not stripped) for NCCL's built-in IB transport, with the ratios.
 #
 # Patterns (each run at two iteration counts N1 < N2 and differenced, so
-# set-up and teardown cancel out; per message = difference / messages):
+# set-up and teardown cancel out; per message = difference / messages). Only
+# the calling thread inside the measured loop is counted (callgrind
+# --toggle-collect of nb_self_rounds, nb_self_idle or nb_run): not set-up,
+# not the plugin's background threads (ours: the per-HCA event thread, which
+# wakes every 100 ms and checks the sockets of waiting comms; NCCL's: its
+# async-event thread, blocked in the kernel).
 #   loopback  one process, a loopback send/recv pair on one device, rounds of
 #             irecv + isend + test until both are done (nccl-net-bench --self):
 #             on simverbs, which completes loopback work inside ibv_post_send,
@@ -13,8 +18,7 @@
 #   latency   two processes, the 8-byte-style ping-pong of nccl-net-bench -t
 #             latency (2 messages per iteration, both ranks counted)
 #   sendrecv  two processes, one direction (1 message per iteration)
-# The two-process runs are counted only inside the benchmark's progress loop
-# (--toggle-collect=nb_run). Their raw counts include every call that found
+# The two-process runs' raw counts include every call that found
 # nothing to do while waiting for the peer, whose number depends on load; the
 # benchmark counts those (--calls: test() not done, isend() without a
 # request), and "work" subtracts them at the cost of one such call, measured
@@ -108,10 +112,13 @@ calls() {
 run() {
 	local vg=(valgrind --tool=callgrind --callgrind-out-file="$5.%p")
 	case $1 in
-	loopback) "${vg[@]}" "$BENCH" --self -p "$2" -b "$3" -n "$4" -w 10 --calls ;;
+	loopback)
+		"${vg[@]}" --toggle-collect=nb_self_rounds "$BENCH" --self -p "$2" -b "$3" -n "$4" \
+			-w 10 --calls ;;
 	idle-test | idle-isend)
-		"${vg[@]}" "$BENCH" --self --idle "${1#idle-}" -p "$2" -b "$3" -n "$4" -w 10 --calls ;;
-	latency | sendrecv)	# only inside the benchmark's progress loop
+		"${vg[@]}" --toggle-collect=nb_self_idle "$BENCH" --self --idle "${1#idle-}" -p "$2" \
+			-b "$3" -n "$4" -w 10 --calls ;;
+	latency | sendrecv)
 		"${vg[@]}" --toggle-collect=nb_run "$BENCH" -p "$2" -t "$1" -b "$3" -e "$3" -n "$4" -w 5 -c 0 \
 			--timeout 600 --calls ;;
 	esac >"$5.log" 2>&1 || { echo "cpu-cost: $1 $3 B with $2 failed:" >&2; tail -n 20 "$5.log" >&2; exit 1; }
@@ -126,6 +133,10 @@ pair() {
 	a="$(obj_ir "$tmp/a." "$4") $(calls "$tmp/a.log")"
 	b="$(obj_ir "$tmp/b." "$4") $(calls "$tmp/b.log")"
 	rm -f "$tmp"/a.* "$tmp"/b.*
+	if [ "${a%% *}" = 0 ] || [ "${b%% *}" = 0 ]; then
+		echo "cpu-cost: $1 $3 B with $2: nothing of $4 counted (was the measured function inlined?)" >&2
+		exit 1
+	fi
 	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ")
 		for (i = 1; i <= 5; i++) printf "%.0f%s", y[i] - x[i], i < 5 ? " " : "\n" }'
 }

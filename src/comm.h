@@ -68,7 +68,6 @@
 /* One QP's chain for a slot: up to NV_MAX_WR_PER_MSG writes per request (each
  * at most the port's max_msg_sz) and the closing WRITE_WITH_IMM. */
 #define NV_SEND_CHAIN_MAX (NV_MAX_RECVS * NV_MAX_WR_PER_MSG + 1)
-#define NV_LIVENESS_NS 100000000ull		/* socket liveness check while waiting */
 #define NV_LIVENESS_POLLS 64			/* most idle polls per clock read */
 #define NV_LIVENESS_STRIDE_NS 1000000ull	/* busy pollers: about one clock read per ms */
 #define NV_KEEPALIVE_IDLE_S 10			/* a vanished peer host: found in ~25 s */

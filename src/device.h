@@ -59,7 +59,22 @@
 struct nv_async_sink {
 	atomic_int fatal;      /* bits above */
 	char what[NV_WHY_MAX]; /* text of the event; complete before the event bits are set */
+	/*
+	 * Peer liveness, off the data path (nv_hca_sink_watch): while `watched`,
+	 * the event thread of watch_hca checks watch_fd (the comm's handshake
+	 * socket) every NV_LIVENESS_NS if `waiting` was set since its last check
+	 * (the data path sets it on each call that found nothing to do), and sets
+	 * peer_gone when the peer closed or reset it. The fd stays open while
+	 * the sink is attached to watch_hca (the comm detaches before closing).
+	 */
+	atomic_int watched;
+	atomic_int waiting;
+	atomic_int peer_gone;
+	int watch_fd;
+	const struct nv_hca *watch_hca;
 };
+/* How often a waiting comm's peer is checked (and the fallback's interval). */
+#define NV_LIVENESS_NS 100000000ull
 
 /* A comm's sink on one HCA's list (event.c's lock guards the lists). */
 struct nv_sink_link {
@@ -103,6 +118,7 @@ struct nv_hca {
 	struct nv_sink_link *sinks;      /* comms to tell of a DEVICE_FATAL (event.c's lock) */
 	pthread_t event_thread;
 	bool event_thread_running;
+	bool event_watching;             /* the thread checks watched sinks (event.c's lock) */
 	int event_stop_fd;               /* write end wakes the thread for shutdown */
 	int event_wake_fd;
 };

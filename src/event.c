@@ -1,7 +1,8 @@
 /*
  * event.c - per-HCA async event thread (contract in event.h and device.h).
  * The thread sleeps in poll() on the context's async fd (made non-blocking)
- * and on a pipe used only to stop it.
+ * and on a pipe used only to stop it, waking at least every NV_LIVENESS_NS
+ * to check the peers of watched comms that are waiting.
  */
 #include "config.h"
 
@@ -14,6 +15,7 @@
 
 #include "event.h"
 #include "ibv.h"
+#include "os.h"
 #include "param.h"
 
 static pthread_mutex_t nv_sink_lock = PTHREAD_MUTEX_INITIALIZER; /* sinks, HCA lists */
@@ -76,6 +78,52 @@ void nv_hca_sink_detach(struct nv_hca *h, struct nv_sink_link *l)
 		l->sink = NULL;
 		l->prev = l->next = NULL;
 	}
+	pthread_mutex_unlock(&nv_sink_lock);
+}
+
+int nv_hca_sink_watch(struct nv_hca *h, struct nv_async_sink *sink, int fd)
+{
+	int on;
+
+	pthread_mutex_lock(&nv_sink_lock);
+	on = h->event_watching && fd >= 0;
+	sink->watch_fd = fd;
+	sink->watch_hca = h;
+	atomic_store(&sink->waiting, 0);
+	atomic_store(&sink->peer_gone, 0);
+	atomic_store(&sink->watched, on);
+	pthread_mutex_unlock(&nv_sink_lock);
+	return on;
+}
+
+void nv_hca_sink_sweep(struct nv_hca *h)
+{
+	struct nv_sink_link *l;
+
+	pthread_mutex_lock(&nv_sink_lock);
+	for (l = h->sinks; l; l = l->next) {
+		struct nv_async_sink *s = l->sink;
+
+		if (!atomic_load_explicit(&s->watched, memory_order_relaxed) || s->watch_hca != h ||
+		    atomic_load_explicit(&s->peer_gone, memory_order_relaxed) ||
+		    !atomic_exchange_explicit(&s->waiting, 0, memory_order_relaxed))
+			continue;
+		if (!nv_fd_peer_alive(s->watch_fd))
+			atomic_store_explicit(&s->peer_gone, 1, memory_order_release);
+	}
+	pthread_mutex_unlock(&nv_sink_lock);
+}
+
+/* The thread stops: the data path of its watched comms checks the socket itself again. */
+static void nv_hca_unwatch_all(struct nv_hca *h)
+{
+	struct nv_sink_link *l;
+
+	pthread_mutex_lock(&nv_sink_lock);
+	h->event_watching = false;
+	for (l = h->sinks; l; l = l->next)
+		if (l->sink->watch_hca == h)
+			atomic_store(&l->sink->watched, 0);
 	pthread_mutex_unlock(&nv_sink_lock);
 }
 
@@ -165,11 +213,22 @@ static void *nv_event_main(void *arg)
 		{ .fd = h->event_wake_fd, .events = POLLIN },
 	};
 
+	uint64_t swept = nv_now_ns();
+
 	for (;;) {
 		struct ibv_async_event ev;
-		int err;
+		uint64_t now;
+		int err, n;
 
-		if (poll(fds, 2, -1) < 0) {
+		n = poll(fds, 2, (int)(NV_LIVENESS_NS / 1000000));
+		now = nv_now_ns();
+		if (now - swept >= NV_LIVENESS_NS) {
+			nv_hca_sink_sweep(h);
+			swept = now;
+		}
+		if (n == 0)
+			continue;
+		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			NV_WARN("%s: async event thread: poll failed: %s; fatal events will not be "
@@ -193,6 +252,7 @@ static void *nv_event_main(void *arg)
 		nv_event_handle(h, &ev);
 		nv_ibv_ack_async_event(&ev);
 	}
+	nv_hca_unwatch_all(h);
 	return NULL;
 }
 
@@ -213,8 +273,12 @@ nv_status_t nv_event_start(struct nv_hca *h)
 	}
 	h->event_wake_fd = fds[0];
 	h->event_stop_fd = fds[1];
+	pthread_mutex_lock(&nv_sink_lock);
+	h->event_watching = true;	/* before the thread runs: it clears it when it stops */
+	pthread_mutex_unlock(&nv_sink_lock);
 	err = pthread_create(&h->event_thread, NULL, nv_event_main, h);
 	if (err) {
+		nv_hca_unwatch_all(h);
 		NV_WARN("%s: cannot start the async event thread: %s", h->name, strerror(err));
 		close(fds[0]);
 		close(fds[1]);

@@ -3,7 +3,10 @@
  * Started once per opened HCA at discovery, stopped at the last fini. It
  * records fatal events into the struct nv_async_sink named by the QP/CQ
  * context (or the HCA's own sink for device-wide events), marks GID caches
- * stale on GID_CHANGE, and logs everything else.
+ * stale on GID_CHANGE, and logs everything else. Every NV_LIVENESS_NS it
+ * also checks the handshake socket of each watched comm that has been
+ * waiting (nv_hca_sink_watch), so the data path's idle polls cost a store
+ * and a load instead of clock reads and a system call.
  */
 #ifndef NV_EVENT_H
 #define NV_EVENT_H
@@ -23,5 +26,14 @@ void nv_async_sink_record(struct nv_async_sink *sink, int event_type, const char
  */
 void nv_hca_sink_attach(struct nv_hca *hca, struct nv_sink_link *l, struct nv_async_sink *sink);
 void nv_hca_sink_detach(struct nv_hca *hca, struct nv_sink_link *l);
+/*
+ * Hands the liveness check of an attached sink's peer (connected socket fd,
+ * open until the sink detaches from hca) to hca's event thread; returns 1
+ * when that thread watches it (sink->watched), 0 when hca has no running
+ * event thread (the caller then checks the socket itself).
+ */
+int nv_hca_sink_watch(struct nv_hca *hca, struct nv_async_sink *sink, int fd);
+/* One pass of the thread's check over hca's watched, waiting sinks (exposed for tests). */
+void nv_hca_sink_sweep(struct nv_hca *hca);
 
 #endif /* NV_EVENT_H */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,21 @@ uint64_t nv_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int nv_fd_peer_alive(int fd)
+{
+	char c;
+	ssize_t n;
+
+	if (fd < 0)
+		return 0;
+	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0)
+		return 1;
+	if (n == 0)
+		return 0;
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
 void nv_sleep_ms(uint64_t ms)

@@ -1,6 +1,6 @@
 /*
  * os.h - operating-system services of the base layer (os.c): the monotonic
- * clock and the RLIMIT_MEMLOCK limit. No verbs, no plugin state.
+ * clock, the RLIMIT_MEMLOCK limit and a socket peer check. No verbs, no plugin state.
  */
 #ifndef NV_OS_H
 #define NV_OS_H
@@ -11,6 +11,9 @@
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t nv_now_ns(void);
+/* 1 while the peer of connected socket fd has not closed or reset it (a
+ * non-blocking MSG_PEEK; the data stays queued), 0 otherwise. */
+int nv_fd_peer_alive(int fd);
 /* Sleeps ms milliseconds (resumes after signals). Control path only. */
 void nv_sleep_ms(uint64_t ms);
 /* "unlimited", "N bytes" or "unknown (...)" into buf; returns buf. */

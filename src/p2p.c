@@ -3,8 +3,9 @@
  * memory registration on comms (protocol in comm.h).
  *
  * Rules kept here: no allocation, no lock and no system call per operation
- * (the only syscall is a rate-limited socket liveness check while a caller
- * is waiting without progress); send queues never overflow because every
+ * (the peer's liveness is checked by the HCA's event thread; only without
+ * one, a rate-limited socket check runs here while a caller is waiting
+ * without progress); send queues never overflow because every
  * post first checks the QP's outstanding-WR count, and every chain ends
  * with a signalled WR that retires the count; errors are sticky.
  */
@@ -210,14 +211,32 @@ static nv_status_t nv_comm_progress(struct nv_comm *c)
 }
 
 /*
- * Called when a caller is waiting without progress: at most every
- * NV_LIVENESS_NS, check the handshake socket, so a dead peer turns into an
- * error instead of a hang even when nothing is in flight on the wire.
+ * The peer's handshake socket reads EOF or failed: an error, unless the
+ * request waited for completed in the meantime (the peer may have finished
+ * and closed after its last completion reached us).
  */
-static nv_status_t nv_comm_liveness(struct nv_comm *c, const struct nv_request *waiting)
+static __attribute__((noinline, cold)) nv_status_t nv_comm_peer_closed(struct nv_comm *c,
+								      const struct nv_request *waiting)
+{
+	char id[256];
+
+	if (nv_comm_progress(c) != NV_OK || (waiting && waiting->done))
+		return c->error;
+	nv_comm_fail(c, NV_ERR_REMOTE, "connection %s: the peer closed its side (its process "
+		     "exited or was killed, or it closed the comm) while we were waiting for it; "
+		     "hint: look for the first error on that peer", nv_comm_ident(c, id, sizeof(id)));
+	return c->error;
+}
+
+/*
+ * Without an event thread watching the comm: at most every NV_LIVENESS_NS,
+ * check the handshake socket, so a dead peer turns into an error instead of
+ * a hang even when nothing is in flight on the wire.
+ */
+static __attribute__((noinline)) nv_status_t nv_comm_liveness(struct nv_comm *c,
+							      const struct nv_request *waiting)
 {
 	uint64_t now;
-	char id[256];
 
 	if (++c->idle_polls < c->live_stride)
 		return NV_OK; /* a busy poller reads the clock only every few polls */
@@ -230,13 +249,29 @@ static nv_status_t nv_comm_liveness(struct nv_comm *c, const struct nv_request *
 	c->last_alive_ns = now;
 	if (nv_sock_alive(c->fd))
 		return NV_OK;
-	/* The peer may have finished and closed after its last completion reached us. */
-	if (nv_comm_progress(c) != NV_OK || (waiting && waiting->done))
-		return c->error;
-	nv_comm_fail(c, NV_ERR_REMOTE, "connection %s: the peer closed its side (its process "
-		     "exited or was killed, or it closed the comm) while we were waiting for it; "
-		     "hint: look for the first error on that peer", nv_comm_ident(c, id, sizeof(id)));
-	return c->error;
+	return nv_comm_peer_closed(c, waiting);
+}
+
+/*
+ * Called when a caller is waiting without progress. A watched comm (the
+ * HCA's event thread checks its socket every NV_LIVENESS_NS while this
+ * keeps `waiting` set) pays a store and a load; else nv_comm_liveness.
+ */
+static inline nv_status_t nv_comm_idle(struct nv_comm *c, const struct nv_request *waiting)
+{
+	if (nv_likely(atomic_load_explicit(&c->sink.watched, memory_order_relaxed))) {
+		atomic_store_explicit(&c->sink.waiting, 1, memory_order_relaxed);
+		if (nv_likely(!atomic_load_explicit(&c->sink.peer_gone, memory_order_acquire)))
+			return NV_OK;
+		return nv_comm_peer_closed(c, waiting);
+	}
+	return nv_comm_liveness(c, waiting);
+}
+
+/* isend's and irecv's waits: out of line, so their fast paths keep their registers. */
+static __attribute__((noinline)) nv_status_t nv_comm_idle_call(struct nv_comm *c)
+{
+	return nv_comm_idle(c, NULL);
 }
 
 /* ---- send ---------------------------------------------------------------- */
@@ -549,7 +584,7 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 		return nv_isend_single(s, e, data, size, tag, mhandle, phandle, request);
 	ready = nv_send_slot_ready(s, s->head);
 	if (ready <= 0)
-		return ready < 0 ? c->error : nv_comm_liveness(c, NULL);
+		return ready < 0 ? c->error : nv_comm_idle_call(c);
 	if (!nv_send_slot_claim(s, s->head, (int)e[0].nreqs))
 		return c->error;
 	sl = &s->slots[s->head % NV_FIFO_SLOTS];
@@ -700,7 +735,7 @@ static inline nv_status_t nv_irecv_single(struct nv_recv_comm *rc, void *data, s
 		return c->error;
 	req = nv_req_get(c, NV_REQ_RECV);
 	if (!req)
-		return nv_comm_liveness(c, NULL);
+		return nv_comm_idle_call(c);
 	req->phandle[0] = phandle;
 	req->seq = rc->head;
 	req->mem_kind = (uint8_t)mh->kind;
@@ -769,7 +804,7 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 		return c->error;
 	req = nv_req_get(c, NV_REQ_RECV);
 	if (!req)
-		return nv_comm_liveness(c, NULL);
+		return nv_comm_idle_call(c);
 	if (nv_unlikely(nv_prof_cb != NULL))
 		for (i = 0; i < n; i++)
 			req->phandle[i] = phandles ? phandles[i] : NULL;
@@ -911,7 +946,7 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 		if (st != NV_OK)
 			return st;
 		if (!r->done) {
-			st = nv_comm_liveness(c, r);
+			st = nv_comm_idle(c, r);
 			if (st != NV_OK || !r->done)
 				return st;
 		}

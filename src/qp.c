@@ -751,6 +751,7 @@ void nv_send_comm_ready(struct nv_send_comm *sc)
 		sc->slots[i].seq = UINT64_MAX;
 	sc->base.last_alive_ns = nv_now_ns();
 	nv_sock_keepalive(sc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
+	nv_hca_sink_watch(sc->base.dev[0].hca, &sc->base.sink, sc->base.fd);
 }
 
 void nv_recv_comm_ready(struct nv_recv_comm *rc)
@@ -762,6 +763,7 @@ void nv_recv_comm_ready(struct nv_recv_comm *rc)
 	memset(&rc->recv_wr, 0, sizeof(rc->recv_wr));
 	rc->base.last_alive_ns = nv_now_ns();
 	nv_sock_keepalive(rc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
+	nv_hca_sink_watch(rc->base.dev[0].hca, &rc->base.sink, rc->base.fd);
 }
 
 static nv_status_t nv_comm_close(void *comm, int type, const char *fn)

@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "os.h"
 #include "sock.h"
 #include "wire.h"
 
@@ -359,17 +360,7 @@ void nv_sock_keepalive(int fd, int idle_s, int intvl_s, int cnt)
 
 int nv_sock_alive(int fd)
 {
-	char c;
-	ssize_t n;
-
-	if (fd < 0)
-		return 0;
-	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n > 0)
-		return 1;
-	if (n == 0)
-		return 0;
-	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+	return nv_fd_peer_alive(fd);
 }
 
 void nv_sock_close(int *fd)

@@ -476,7 +476,7 @@ static int nb_progress(struct nb_engine *e, struct nb_stream *streams, int n)
  * on every idle pass (NCCL's proxy thread yields at once when idle; a short
  * spin first keeps small-message latency when the CPU is free).
  */
-int nb_run(struct nb_engine *e, struct nb_stream *streams, int n)
+__attribute__((noinline)) int nb_run(struct nb_engine *e, struct nb_stream *streams, int n)
 {
 	double idle_since = 0;
 

@@ -80,7 +80,8 @@ static int nb_self_round(struct nb_self *s, int tag)
 	return 0;
 }
 
-static int nb_self_rounds(struct nb_self *s, int rounds)
+/* noinline: scripts/cpu-cost.sh counts inside it (callgrind --toggle-collect) */
+static __attribute__((noinline)) int nb_self_rounds(struct nb_self *s, int rounds)
 {
 	long wrong;
 	int i;
@@ -115,8 +116,11 @@ int nb_idle_parse(const char *arg, int *idle)
 	return 0;
 }
 
-/* n calls that must find nothing to do, then a round that completes what they left. */
-static int nb_self_idle(struct nb_self *s, int kind, int n)
+/*
+ * n calls that must find nothing to do, then a round that completes what they
+ * left. noinline: scripts/cpu-cost.sh counts inside it (--toggle-collect).
+ */
+static __attribute__((noinline)) int nb_self_idle(struct nb_self *s, int kind, int n)
 {
 	void *rreq = NULL, *sreq = NULL;
 	size_t sz = s->size;

@@ -288,6 +288,55 @@ static void test_event_dispatch(void)
 	nv_devices_fini();
 }
 
+/* The event thread's peer check: only watched, waiting sinks of its HCA are
+ * checked; peer_gone once the peer closed its socket; none after the thread stops. */
+static void test_peer_watch(void)
+{
+	const char *env[] = { NULL };
+	struct nv_async_sink s = { 0 }, other = { 0 };
+	struct nv_sink_link l = { 0 }, lo = { 0 };
+	struct nv_hca *h;
+	int sv[2], i;
+	char c;
+
+	CHECK(init_with(env) >= 1);
+	h = nv_dev_get(0)->hca;
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	CHECK(write(sv[1], "x", 1) == 1); /* unread data: still alive */
+	nv_hca_sink_attach(h, &l, &s);
+	nv_hca_sink_attach(h, &lo, &other); /* attached, never watched */
+	CHECK(nv_hca_sink_watch(h, &s, sv[0]) == 1 && atomic_load(&s.watched) == 1);
+	CHECK(nv_hca_sink_watch(h, &s, -1) == 0 && atomic_load(&s.watched) == 0);
+	CHECK(nv_hca_sink_watch(h, &s, sv[0]) == 1);
+	atomic_store(&s.waiting, 1);
+	nv_hca_sink_sweep(h);
+	CHECK(atomic_load(&s.waiting) == 0 && atomic_load(&s.peer_gone) == 0);
+	CHECK(read(sv[0], &c, 1) == 1);
+	close(sv[1]);
+	nv_hca_sink_sweep(h); /* not waiting since the last check: not checked */
+	CHECK(atomic_load(&s.peer_gone) == 0);
+	atomic_store(&s.waiting, 1);
+	atomic_store(&other.waiting, 1);
+	nv_hca_sink_sweep(h);
+	CHECK(atomic_load(&s.peer_gone) == 1 && atomic_load(&other.peer_gone) == 0);
+	/* the thread itself: finds a closed peer within about NV_LIVENESS_NS */
+	close(sv[0]);
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	close(sv[1]);
+	CHECK(nv_hca_sink_watch(h, &s, sv[0]) == 1 && atomic_load(&s.peer_gone) == 0);
+	for (i = 0; i < 100 && !atomic_load(&s.peer_gone); i++) {
+		atomic_store(&s.waiting, 1);
+		usleep(10000);
+	}
+	CHECK(atomic_load(&s.peer_gone) == 1 && i <= 30);
+	nv_event_stop(h); /* the thread stops: its sinks are no longer watched */
+	CHECK(atomic_load(&s.watched) == 0 && nv_hca_sink_watch(h, &s, sv[0]) == 0);
+	nv_hca_sink_detach(h, &lo);
+	nv_hca_sink_detach(h, &l);
+	close(sv[0]);
+	nv_devices_fini();
+}
+
 int main(void)
 {
 	struct ibv_device **l;
@@ -307,5 +356,6 @@ int main(void)
 	test_gdr_markers();
 	test_async();
 	test_event_dispatch();
+	test_peer_watch();
 	return nvt_exit("test_device");
 }
