@@ -112,6 +112,21 @@ qp_line fusedboth 0 mlx5_0 mlx5_0
 qp_line fusedboth 0 mlx5_1 mlx5_1
 echo "knob on, both sides fused over both rails: the fused NIC is kept, rail to rail: ok"
 
+# a fused listener (ports on both rails) and a knob-off connector from rail 0 only: the
+# listener falls back to its rail-0 NIC (as NCCL), though the connector made its QPs for a
+# two-device peer (the handle's device count)
+side fusedlisten h0 0 0 "NCCL_IB_SUBNET_AWARE_ROUTING=0"
+side fusedlisten h1 1 0 "" --vdev 0,1
+cl_wait
+ok fusedlisten "fused listener, rail-0 connector, router down"
+grep -q 'subnet-aware routing: accepting on device 0 (mlx5_0) instead of 2' "$TMP/fusedlisten.1" ||
+	{ cl_show fusedlisten 40; fail "the fused listener did not fall back to mlx5_0"; }
+grep -q "QP 0x[0-9a-f]* mlx5_1:1 " "$TMP/fusedlisten.1" && { cl_show fusedlisten 40; fail "fused listener: a QP on mlx5_1"; }
+echo "fused listener, knob-off rail-0 connector: accepts on mlx5_0 alone: ok"
+# once the outage has lasted long enough for every probe of the gateways to give up, their
+# entries are FAILED (down again marks them so: a probe started by the runs above may still
+# be pending, and the kernel retries an INCOMPLETE entry only on its own timer, up to 1 s)
+"$SC" router down || fail "sim-cluster router down (again)"
 "$SC" router up || fail "sim-cluster router up"
 NCCL_IB_SUBNET_AWARE_ROUTING=0 pair back 0 1
 ok back "knob off, router back up"
