@@ -14,7 +14,7 @@ build=${1:-$top/build}
 objs=$build/src/.libs
 
 ranks='
-0    log.c os.c wire.c cts.c nv_common.h log.h os.h wire.h cts.h
+0    log.c os.c wire.c cts.c fo_msg.c nv_common.h log.h os.h wire.h cts.h fo_msg.h
 0.1  sock.c sock.h
 0.2  stage.c stage.h
 1    ibv.c ibv_load.c ibv.h ibv_syms.h
@@ -26,7 +26,7 @@ ranks='
 3.3  connect.c
 3.35 admit.c admit.h
 3.4  accept.c
-4    p2p.c
+4    p2p.c failover.c failover.h
 5    plugin.c plugin_compat.c plugin.h
 '
 rank_of() {

@@ -227,6 +227,7 @@ struct nv_comm {
 	struct nv_request *reqs;
 	int free_head;			/* -1: pool empty */
 	nv_status_t error;		/* sticky */
+	struct nv_fo *fo;		/* failover state (failover.c); NULL: off */
 	char why[NV_COMM_WHY_LEN];
 	uint8_t sl, tc;
 };
@@ -274,6 +275,13 @@ int nv_cq_plan(int type, int nqp, int max_cqe, int max_qp_wr, struct nv_cq_plan 
 nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps);
 /* INIT -> RTR -> RTS of every QP against c->rmeta; sets ECE when given. */
 nv_status_t nv_comm_qps_ready(struct nv_comm *c, int tc);
+/*
+ * Failover (failover.c): QP i (an index of c->qps, which must be the
+ * handshake's array) back through RESET -> INIT -> RTR -> RTS against the
+ * peer's QP i with both PSNs = psn and c->tc, without ECE; its counters 0.
+ * The caller made sure nothing is outstanding on it.
+ */
+nv_status_t nv_comm_qp_restart(struct nv_comm *c, int i, uint32_t psn);
 void nv_comm_fill_meta(struct nv_comm *c, int role, struct nv_meta *m);
 nv_status_t nv_comm_probe_post(struct nv_comm *c);
 /* 1 all probes succeeded, 0 not yet, < 0 failed (logged, c->error set). */

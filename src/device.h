@@ -56,6 +56,7 @@
 #define NV_SINK_EVENT_MASK 0xffff	/* enum ibv_event_type + 1 of the first fatal event */
 #define NV_SINK_DEVICE 0x10000		/* ... which was device-wide (fanned out by the HCA) */
 #define NV_SINK_STICKY 0x20000		/* the owning comm has a sticky error */
+#define NV_SINK_FAILOVER 0x40000	/* the comm has a failover round to run (failover.c) */
 struct nv_async_sink {
 	atomic_int fatal;      /* bits above */
 	char what[NV_WHY_MAX]; /* text of the event; complete before the event bits are set */

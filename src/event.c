@@ -36,6 +36,13 @@ void nv_async_sink_record(struct nv_async_sink *sink, int event_type, const char
 	pthread_mutex_unlock(&nv_sink_lock);
 }
 
+void nv_async_sink_clear(struct nv_async_sink *sink, int bits)
+{
+	pthread_mutex_lock(&nv_sink_lock);
+	atomic_fetch_and_explicit(&sink->fatal, ~bits, memory_order_release);
+	pthread_mutex_unlock(&nv_sink_lock);
+}
+
 /* A device-wide event: on the HCA, and on every comm attached to it. */
 static void nv_hca_record(struct nv_hca *h, int event_type, const char *what)
 {
@@ -192,12 +199,21 @@ void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
 	}
 	if (t == IBV_EVENT_GID_CHANGE)
 		nv_event_mark_gids(h, ev->element.port_num);
-	if (nv_event_fatal(t)) {
+	if (nv_event_fatal(t) && t != IBV_EVENT_DEVICE_FATAL && sink &&
+	    nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER)) {
+		/* the comm that owns it fails over or fails, with its own WARN */
+		NV_INFO(NV_SUB_NET, "%s; the comm that owns it fails over to its other devices "
+			"or fails", what);
+		if (nv_param_int(NV_PARAM_IB_RETURN_ASYNC_EVENTS))
+			nv_async_sink_record(sink, (int)t, what);
+	} else if (nv_event_fatal(t)) {
 		NV_WARN("%s%s", what, sink ? "; failing the comm that owns it" : "");
 		if (sink == &h->sink && nv_param_int(NV_PARAM_IB_RETURN_ASYNC_EVENTS))
 			nv_hca_record(h, (int)t, what);
 		else if (sink && nv_param_int(NV_PARAM_IB_RETURN_ASYNC_EVENTS))
 			nv_async_sink_record(sink, (int)t, what);
+	} else if (t == IBV_EVENT_PORT_ERR && nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER)) {
+		NV_INFO(NV_SUB_NET, "%s (its comms fail over, each with one WARN)", what);
 	} else if (t == IBV_EVENT_PORT_ERR || t == IBV_EVENT_GID_CHANGE) {
 		NV_WARN("%s", what);
 	} else {

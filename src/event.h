@@ -19,6 +19,8 @@ void nv_event_stop(struct nv_hca *hca);         /* idempotent */
 void nv_event_handle(struct nv_hca *hca, struct ibv_async_event *ev);
 /* Records `what` into sink unless it already holds an earlier fatal event. */
 void nv_async_sink_record(struct nv_async_sink *sink, int event_type, const char *what);
+/* Clears `bits` of sink->fatal (failover.c, after it handled them). */
+void nv_async_sink_clear(struct nv_async_sink *sink, int bits);
 /*
  * Puts sink on hca's list: a later DEVICE_FATAL on hca is recorded into it
  * too (NV_SINK_DEVICE), and one that already happened is recorded at once.

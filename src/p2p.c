@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "failover.h"
 #include "ibv.h"
 #include "mr.h"
 #include "nv_api.h"
@@ -64,6 +65,8 @@ static __attribute__((noinline, cold)) nv_status_t nv_comm_check_slow(struct nv_
 	char id[256];
 	int d;
 
+	if (c->fo && c->error == NV_OK)
+		return nv_fo_check(c); /* failover.c: NV_OK, NV_FO_BUSY or the sticky error */
 	if (c->error == NV_OK) {
 		if (!dev_wide && nv_async_sink_failed(&c->sink))
 			nv_comm_fail(c, NV_ERR_SYSTEM, "connection %s: fatal asynchronous event: %s; "
@@ -92,7 +95,9 @@ static inline nv_status_t nv_comm_check(struct nv_comm *c, const char *fn)
 
 /* ---- completions ------------------------------------------------------- */
 
-static void nv_send_done(struct nv_send_comm *s, const struct ibv_wc *wc)
+/* always_inline here and below: the cold error path has its own copy (nv_comm_progress_errors) */
+static inline __attribute__((always_inline)) void nv_send_done(struct nv_send_comm *s,
+							       const struct ibv_wc *wc)
 {
 	struct nv_comm *c = &s->base;
 	struct nv_send_slot *sl = &s->slots[NV_WRID_IDX(wc->wr_id) % NV_FIFO_SLOTS];
@@ -109,7 +114,8 @@ static void nv_send_done(struct nv_send_comm *s, const struct ibv_wc *wc)
 }
 
 /* NV_OK, or the sticky error when the completion breaks the protocol. */
-static nv_status_t nv_recv_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
+static inline __attribute__((always_inline)) nv_status_t nv_recv_done(struct nv_recv_comm *rc,
+								      const struct ibv_wc *wc)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_request *r = &c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq];
@@ -151,7 +157,8 @@ static nv_status_t nv_recv_done(struct nv_recv_comm *rc, const struct ibv_wc *wc
  * breaks the protocol. The two kinds every message completes (DATA on a send
  * comm, RECV on a receive comm) are tested first.
  */
-static nv_status_t nv_wc_dispatch(struct nv_comm *c, const struct ibv_wc *wc)
+static inline __attribute__((always_inline)) nv_status_t nv_wc_dispatch(struct nv_comm *c,
+									 const struct ibv_wc *wc)
 {
 	unsigned kind = NV_WRID_KIND(wc->wr_id);
 
@@ -187,6 +194,39 @@ static __attribute__((noinline, cold)) nv_status_t nv_comm_poll_failed(struct nv
 	return c->error;
 }
 
+/*
+ * nv_comm_progress met an error completion on device d's CQ, wc[0] of the
+ * n it has not handled yet. Without failover it is the sticky error. With failover
+ * (failover.c takes transport errors) the rest of the batch and then every
+ * CQ are polled here as nv_comm_progress does, so its loop stays as it was.
+ */
+/* noinline but not cold: `cold` here changes nv_comm_progress's register allocation
+ * (+7 instructions per message in scripts/cpu-cost.sh loopback). */
+static __attribute__((noinline)) nv_status_t
+nv_comm_progress_errors(struct nv_comm *c, int d, struct ibv_wc *wc, int n)
+{
+	struct ibv_wc more[NV_CQ_POLL_BATCH];
+	int k;
+
+	for (;;) {
+		for (k = 0; k < n; k++) {
+			if (wc[k].status == IBV_WC_SUCCESS) {
+				if (nv_wc_dispatch(c, &wc[k]) != NV_OK)
+					return c->error;
+			} else if (!c->fo || !nv_fo_wc_error(c, d, &wc[k])) {
+				nv_comm_wc_error(c, d, &wc[k]);
+				return c->error;
+			}
+		}
+		/* then this CQ and the next ones until they are empty, as nv_comm_progress */
+		if (wc == more && n < NV_CQ_POLL_BATCH && ++d >= c->ndevs)
+			return NV_OK;
+		wc = more;
+		if (nv_ibv_poll_cq(c->dev[d].cq, NV_CQ_POLL_BATCH, wc, &n) != NV_OK)
+			return nv_comm_poll_failed(c, d);
+	}
+}
+
 /* Polls every CQ of the comm in batches until they are empty. */
 static nv_status_t nv_comm_progress(struct nv_comm *c)
 {
@@ -198,10 +238,8 @@ static nv_status_t nv_comm_progress(struct nv_comm *c)
 			if (nv_ibv_poll_cq(c->dev[d].cq, NV_CQ_POLL_BATCH, wc, &n) != NV_OK)
 				return nv_comm_poll_failed(c, d);
 			for (k = 0; k < n; k++) {
-				if (nv_unlikely(wc[k].status != IBV_WC_SUCCESS)) {
-					nv_comm_wc_error(c, d, &wc[k]);
-					return c->error;
-				}
+				if (nv_unlikely(wc[k].status != IBV_WC_SUCCESS))
+					return nv_comm_progress_errors(c, d, &wc[k], n - k);
 				if (nv_unlikely(nv_wc_dispatch(c, &wc[k]) != NV_OK))
 					return c->error;
 			}
@@ -247,6 +285,8 @@ static __attribute__((noinline)) nv_status_t nv_comm_liveness(struct nv_comm *c,
 	if (now - c->last_alive_ns < NV_LIVENESS_NS)
 		return NV_OK;
 	c->last_alive_ns = now;
+	if (c->fo && nv_fo_peer_spoke(c))
+		return NV_OK; /* a failover round starts at the next call */
 	if (nv_sock_alive(c->fd))
 		return NV_OK;
 	return nv_comm_peer_closed(c, waiting);
@@ -281,7 +321,7 @@ static __attribute__((noinline)) nv_status_t nv_comm_idle_call(struct nv_comm *c
  * receive can take, at most max_bytes, split over nq QPs) in writes of at
  * most wr_bytes, plus the closing WRITE_WITH_IMM. At most NV_SEND_CHAIN_MAX.
  */
-static int nv_send_chain_len(const struct nv_send_comm *s, const struct nv_cts_entry *e,
+static inline __attribute__((always_inline)) int nv_send_chain_len(const struct nv_send_comm *s, const struct nv_cts_entry *e,
 			     int nreqs)
 {
 	uint64_t nq = (uint64_t)s->base.nq;
@@ -445,7 +485,9 @@ nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot *sl, struct nv_requ
 	return NV_OK;
 }
 
-static nv_status_t nv_send_post(struct nv_send_comm *s, struct nv_send_slot *sl)
+/* Inlined into isend and into failover's resend, so the fast path stays as it was. */
+static inline __attribute__((always_inline)) nv_status_t nv_send_post(struct nv_send_comm *s,
+								      struct nv_send_slot *sl)
 {
 	struct nv_request *r0 = &s->base.reqs[sl->req[0]];
 	nv_status_t st;
@@ -567,7 +609,7 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 	*request = NULL;
 	st = nv_comm_check(c, "isend");
 	if (st != NV_OK)
-		return st;
+		return st == NV_FO_BUSY ? NV_OK : st; /* busy: no request yet */
 	if (nv_unlikely(size > s->max_bytes || (size && !mhandle))) {
 		NV_WARN("isend to %s: %zu bytes %s", c->peer, size, size && !mhandle ?
 			"without a registration" : "above maxP2pBytes");
@@ -668,7 +710,8 @@ static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *
 	return nv_recv_post_cts_q(rc, &rc->base.qps[qi], qi, (uint32_t)(req->seq % NV_FIFO_SLOTS), n);
 }
 
-static nv_status_t nv_recv_post(struct nv_recv_comm *rc, struct nv_request *req)
+static inline __attribute__((always_inline)) nv_status_t nv_recv_post(struct nv_recv_comm *rc,
+								      struct nv_request *req)
 {
 	struct nv_comm *c = &rc->base;
 	struct ibv_recv_wr *wr = &rc->recv_wr, *bad;	/* zero-length: only wr_id varies */
@@ -788,7 +831,7 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	}
 	st = nv_comm_check(c, "irecv");
 	if (st != NV_OK)
-		return st;
+		return st == NV_FO_BUSY ? NV_OK : st;
 	/* one registered buffer: the check below has nothing to refuse */
 	if (nv_likely(n == 1 && c->nq == 1 && c->ndevs == 1 && mhandles && mhandles[0]))
 		return nv_irecv_single(rc, data[0], sizes[0], tags[0], mhandles[0],
@@ -878,6 +921,8 @@ nv_status_t nv_net_iflush(void *recv_comm, int n, void **data, int *sizes, void 
 
 	*request = NULL;
 	st = nv_comm_check(c, "iflush");
+	if (st == NV_FO_BUSY) /* the flush QPs are not part of a failover round */
+		st = NV_OK;
 	if (st != NV_OK || !rc->gdr_flush)
 		return st;
 	for (i = 0; i < n; i++) {
@@ -940,7 +985,7 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 	c = r->comm;
 	st = nv_comm_check(c, "test");
 	if (st != NV_OK)
-		return st;
+		return st == NV_FO_BUSY ? NV_OK : st; /* not done yet */
 	if (!r->done) {
 		st = nv_comm_progress(c);
 		if (st != NV_OK)
@@ -965,4 +1010,28 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 	}
 	nv_req_put(c, r);
 	return NV_OK;
+}
+
+/* ---- for failover.c: the same steps, outside the fast path ------------------ */
+
+nv_status_t nv_p2p_progress(struct nv_comm *c)
+{
+	return nv_comm_progress(c);
+}
+
+nv_status_t nv_p2p_send_repost(struct nv_send_comm *s, uint64_t seq)
+{
+	return nv_send_post(s, &s->slots[seq % NV_FIFO_SLOTS]);
+}
+
+int nv_p2p_send_room(struct nv_send_comm *s, uint64_t seq)
+{
+	const struct nv_cts_entry *e = ((struct nv_send_ctrl *)s->base.ctrl)->fifo[seq % NV_FIFO_SLOTS];
+
+	return nv_send_room(s, seq, nv_send_chain_len(s, e, s->slots[seq % NV_FIFO_SLOTS].nreqs));
+}
+
+nv_status_t nv_p2p_recv_repost(struct nv_recv_comm *rc, struct nv_request *req)
+{
+	return nv_recv_post(rc, req);
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "nccl/net.h"
+#include "failover.h"
 #include "plugin.h"
 #include "device.h"
 #include "log.h"
@@ -244,6 +245,8 @@ ncclResult_t nv_connect_tc(void *ctx_, int dev, void *handle, int tc,
 
 	if (st == NV_OK)
 		st = nv_net_connect(ctx, dev, handle, tc, send_comm);
+	if (st == NV_OK && *send_comm)
+		nv_fo_attach(*send_comm);
 	return nv_to_nccl(st);
 }
 
@@ -259,8 +262,12 @@ ncclResult_t nv_connect(void *ctx, int dev, void *handle, void **send_comm,
 ncclResult_t nv_accept(void *listen_comm, void **recv_comm,
 			      ncclNetDeviceHandle_v12_t **dev_comm)
 {
+	nv_status_t st = nv_net_accept(listen_comm, recv_comm);
+
 	(void)dev_comm;
-	return nv_to_nccl(nv_net_accept(listen_comm, recv_comm));
+	if (st == NV_OK && *recv_comm)
+		nv_fo_attach(*recv_comm);
+	return nv_to_nccl(st);
 }
 
 ncclResult_t nv_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
@@ -308,11 +315,13 @@ ncclResult_t nv_test(void *request, int *done, int *sizes)
 
 ncclResult_t nv_close_send(void *c)
 {
+	nv_fo_release(c);
 	return nv_to_nccl(nv_net_close_send(c));
 }
 
 ncclResult_t nv_close_recv(void *c)
 {
+	nv_fo_release(c);
 	return nv_to_nccl(nv_net_close_recv(c));
 }
 

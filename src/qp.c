@@ -218,13 +218,32 @@ static nv_status_t nv_comm_create_cqs(struct nv_comm *c, int nqps)
 	return NV_OK;
 }
 
+/* RESET -> INIT on the device's port with the given remote access rights. */
+static nv_status_t nv_comm_qp_init(struct nv_comm_dev *d, struct ibv_qp *qp, int access)
+{
+	struct ibv_qp_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_INIT;
+	attr.pkey_index = (uint16_t)nv_param_int(NV_PARAM_IB_PKEY);
+	attr.port_num = d->dev->port;
+	attr.qp_access_flags = access;
+	return nv_ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+						   IBV_QP_ACCESS_FLAGS);
+}
+
+static int nv_comm_data_access(const struct nv_comm *c)
+{
+	return c->type == NV_COMM_SEND ? IBV_ACCESS_REMOTE_WRITE
+				       : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+}
+
 /* max_inline: bytes of inline data wanted (0 none); *got_inline: what the device granted. */
 static nv_status_t nv_comm_qp_create(struct nv_comm *c, struct nv_comm_dev *d, int send_wr,
 				     int recv_wr, int access, int max_inline, int *got_inline,
 				     struct ibv_qp **qp)
 {
 	struct ibv_qp_init_attr init;
-	struct ibv_qp_attr attr;
 	nv_status_t st;
 
 	memset(&init, 0, sizeof(init));
@@ -242,13 +261,7 @@ static nv_status_t nv_comm_qp_create(struct nv_comm *c, struct nv_comm_dev *d, i
 		return st;
 	if (got_inline)
 		*got_inline = (int)init.cap.max_inline_data;
-	memset(&attr, 0, sizeof(attr));
-	attr.qp_state = IBV_QPS_INIT;
-	attr.pkey_index = (uint16_t)nv_param_int(NV_PARAM_IB_PKEY);
-	attr.port_num = d->dev->port;
-	attr.qp_access_flags = access;
-	return nv_ibv_modify_qp(*qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-						    IBV_QP_ACCESS_FLAGS);
+	return nv_comm_qp_init(d, *qp, access);
 }
 
 nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps)
@@ -276,9 +289,7 @@ nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps)
 		q->max_wr = d->plan.send_wr;
 		q->max_recv = d->plan.recv_wr;
 		/* NCCL_IB_USE_INLINE: receivers send single clear-to-send entries inline */
-		st = nv_comm_qp_create(c, d, q->max_wr, q->max_recv,
-				       send ? IBV_ACCESS_REMOTE_WRITE
-					    : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+		st = nv_comm_qp_create(c, d, q->max_wr, q->max_recv, nv_comm_data_access(c),
 				       !send && use_inline ? (int)sizeof(struct nv_cts_entry) : 0,
 				       &q->max_inline, &q->qp);
 		if (st != NV_OK)
@@ -438,7 +449,7 @@ static const char *nv_rtr_hint(int err, const struct nv_comm_dev *d)
 	return "check that both ports are ACTIVE and on the same fabric";
 }
 
-static nv_status_t nv_comm_qp_rtr(struct nv_comm *c, int i, int tc)
+static nv_status_t nv_comm_qp_rtr(struct nv_comm *c, int i, int tc, uint32_t psn)
 {
 	struct nv_comm_qp *q = &c->qps[i];
 	struct nv_comm_dev *d = &c->dev[q->dev];
@@ -456,7 +467,7 @@ static nv_status_t nv_comm_qp_rtr(struct nv_comm *c, int i, int tc)
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = q->mtu;
 	a.dest_qp_num = q->rqpn;
-	a.rq_psn = 0;
+	a.rq_psn = psn;
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 12;
 	a.ah_attr.sl = c->sl;
@@ -484,7 +495,7 @@ static nv_status_t nv_comm_qp_rtr(struct nv_comm *c, int i, int tc)
 	return st;
 }
 
-static nv_status_t nv_comm_qp_rts(struct nv_comm *c, int i)
+static nv_status_t nv_comm_qp_rts(struct nv_comm *c, int i, uint32_t psn)
 {
 	struct ibv_qp_attr a;
 
@@ -493,7 +504,7 @@ static nv_status_t nv_comm_qp_rts(struct nv_comm *c, int i)
 	a.timeout = (uint8_t)nv_param_int(NV_PARAM_IB_TIMEOUT);
 	a.retry_cnt = (uint8_t)nv_param_int(NV_PARAM_IB_RETRY_CNT);
 	a.rnr_retry = 7;
-	a.sq_psn = 0;
+	a.sq_psn = psn;
 	a.max_rd_atomic = 1;
 	return nv_ibv_modify_qp(c->qps[i].qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
 							  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
@@ -540,15 +551,34 @@ nv_status_t nv_comm_qps_ready(struct nv_comm *c, int tc)
 		st = nv_comm_qp_ece(c, i, r);
 		if (st != NV_OK)
 			return st;
-		st = nv_comm_qp_rtr(c, i, tc);
+		st = nv_comm_qp_rtr(c, i, tc, 0);
 		if (st != NV_OK)
 			return st;
-		st = nv_comm_qp_rts(c, i);
+		st = nv_comm_qp_rts(c, i, 0);
 		if (st != NV_OK)
 			return st;
 		nv_comm_qp_ece_log(c, i, r);
 	}
 	return NV_OK;
+}
+
+nv_status_t nv_comm_qp_restart(struct nv_comm *c, int i, uint32_t psn)
+{
+	struct nv_comm_qp *q = &c->qps[i];
+	struct ibv_qp_attr a;
+	nv_status_t st;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	st = nv_ibv_modify_qp(q->qp, &a, IBV_QP_STATE);
+	if (st == NV_OK)
+		st = nv_comm_qp_init(&c->dev[q->dev], q->qp, nv_comm_data_access(c));
+	if (st == NV_OK)
+		st = nv_comm_qp_rtr(c, i, c->tc, psn);
+	if (st == NV_OK)
+		st = nv_comm_qp_rts(c, i, psn);
+	q->outstanding = q->unsignalled = q->recv_outstanding = 0;
+	return st;
 }
 
 nv_status_t nv_comm_probe_post(struct nv_comm *c)

@@ -29,7 +29,8 @@ FAULT_TESTS = \
 	test/fault/fault_misroute \
 	test/fault/fault_abandon \
 	test/fault/fault_storm \
-	test/fault/fault_rules
+	test/fault/fault_rules \
+	test/fault/fault_failover
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -41,6 +42,10 @@ test_fault_fault_handshake_LDADD = $(FAULT_LDADD)
 test_fault_fault_config_SOURCES = test/fault/fault_config.c
 test_fault_fault_config_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_config_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_failover_SOURCES = test/fault/fault_failover.c
+test_fault_fault_failover_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_failover_LDADD = $(FAULT_LDADD)
 
 test_fault_fault_qp_SOURCES = test/fault/fault_qp.c
 test_fault_fault_qp_CPPFLAGS = $(FAULT_CPPFLAGS)

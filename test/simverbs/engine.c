@@ -586,6 +586,25 @@ static bool sv_inject_error(struct sv_qp *qp)
 	return (n && qp->ops >= n) || (g && qp->ops > g) || (d && qp->ops > d);
 }
 
+/*
+ * qp-fail-op countdown: 0 not this op, 1 it fails before it is carried out,
+ * 2 it is carried out and then fails as if its ack was lost.
+ */
+static int sv_fail_op_due(struct sv_qp *qp)
+{
+	uint32_t v = atomic_load(&qp->sh->fail_in), n;
+
+	do {
+		n = v & ~SV_FAIL_ACK;
+		if (!n)
+			return 0;
+	} while (!atomic_compare_exchange_weak(&qp->sh->fail_in, &v,
+					       n == 1 ? 0 : (v & SV_FAIL_ACK) | (n - 1)));
+	if (n != 1)
+		return 0;
+	return v & SV_FAIL_ACK ? 2 : 1;
+}
+
 /* Executes the WQE at sq_exec.  Caller holds qp->lock; QP is RTS. */
 static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 {
@@ -593,6 +612,7 @@ static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 	const struct sv_dev_knobs *k = qp->ctx->dev->knobs;
 	struct sv_iovs lio;
 	enum sv_exec r;
+	int ack_lost = 0;
 
 	if (SV_UNLIKELY(!w->not_before))
 		w->not_before = sv_release_time(qp, w, now);
@@ -609,6 +629,11 @@ static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 		return sv_fail(qp, IBV_WC_LOC_PROT_ERR);
 	if (w->wait == SV_WAIT_NONE && SV_UNLIKELY(sv_inject_error(qp)))
 		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
+	if (w->wait == SV_WAIT_NONE && SV_UNLIKELY(atomic_load_explicit(&qp->sh->fail_in,
+									memory_order_relaxed)))
+		ack_lost = sv_fail_op_due(qp);
+	if (ack_lost == 1)
+		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
 	if (SV_UNLIKELY(w->ah))
 		r = sv_do_ud(qp, w, &lio);
 	else if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM)
@@ -618,6 +643,8 @@ static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 	if (r == SV_STALL || atomic_load_explicit(&qp->sh->state, memory_order_relaxed) ==
 	    IBV_QPS_ERR)
 		return r;
+	if (SV_UNLIKELY(ack_lost == 2)) /* it landed; the requester never hears of it */
+		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
 	w->wait = SV_WAIT_NONE;
 	sv_complete(qp, qp->sq_exec, IBV_WC_SUCCESS, w->length);
 	qp->sq_exec++;

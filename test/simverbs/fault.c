@@ -131,6 +131,21 @@ static int sv_cmd_qp(const char *cmd, const char *a1, const char *a2)
 	return 0;
 }
 
+/* qp-fail-op <n> <qpn> [ack]: the QP's n-th operation from now fails (see README). */
+static int sv_cmd_fail_op(const char *n, const char *qpn, const char *mode)
+{
+	struct sv_shm_qp *q = sv_qp_by_qpn(qpn);
+	unsigned long v = n ? strtoul(n, NULL, 0) : 0;
+
+	if (!q)
+		return ENOENT;
+	if (v < 1 || v >= SV_FAIL_ACK || (mode && strcmp(mode, "ack")))
+		return EINVAL;
+	atomic_store(&q->fail_in, (uint32_t)v | (mode ? SV_FAIL_ACK : 0));
+	sv_bump_epoch();
+	return 0;
+}
+
 static int sv_cmd_pid(const char *cmd, const char *a1)
 {
 	int32_t pid = a1 ? (int32_t)strtol(a1, NULL, 0) : 0;
@@ -276,7 +291,7 @@ static int sv_cmd_status(char *out, size_t len)
 /* Runs one command line; output (if any) goes to out.  0 or positive errno. */
 int sv_control(const char *cmdline, char *out, size_t outlen)
 {
-	char buf[512], *save = NULL, *cmd, *a1, *a2, *port;
+	char buf[512], *save = NULL, *cmd, *a1, *a2, *a3, *port;
 	unsigned int n = 0;
 
 	if (!cmdline || strlen(cmdline) >= sizeof(buf))
@@ -285,6 +300,7 @@ int sv_control(const char *cmdline, char *out, size_t outlen)
 	cmd = strtok_r(buf, " \t\n", &save);
 	a1 = strtok_r(NULL, " \t\n", &save);
 	a2 = strtok_r(NULL, " \t\n", &save);
+	a3 = strtok_r(NULL, " \t\n", &save);
 	if (out && outlen)
 		out[0] = '\0';
 	if (!cmd)
@@ -298,6 +314,8 @@ int sv_control(const char *cmdline, char *out, size_t outlen)
 	if (!strcmp(cmd, "qp-error") || !strcmp(cmd, "qp-err-after") ||
 	    !strcmp(cmd, "drop-qp") || !strcmp(cmd, "heal-qp"))
 		return sv_cmd_qp(cmd, a1, a2);
+	if (!strcmp(cmd, "qp-fail-op"))
+		return sv_cmd_fail_op(a1, a2, a3);
 	if (!strcmp(cmd, "drop-pid") || !strcmp(cmd, "heal-pid"))
 		return sv_cmd_pid(cmd, a1);
 	if (!strcmp(cmd, "gid-unreachable") || !strcmp(cmd, "gid-reachable"))

@@ -112,12 +112,15 @@ struct sv_shm_qp {
 	uint32_t dest_qpn;
 	_Atomic uint32_t cut;		/* fault: cable cut */
 	_Atomic uint32_t err_after;	/* fault: error at the Nth op (0 = off) */
+	_Atomic uint32_t fail_in;	/* fault: the Nth op from now fails (SV_FAIL_ACK: after it landed) */
 	uint32_t async_id;		/* owner context's async FIFO */
 	uint16_t lid;
 	uint16_t pad;
 	uint32_t host;			/* index in sv_fabric.hosts */
 	char dev_name[SV_NAME_MAX];
 };
+
+#define SV_FAIL_ACK 0x80000000u	/* fail_in: carried out at the responder, its ack lost */
 
 /* Runtime fault and realism knobs, changed by simverbs_control(). */
 struct sv_dev_knobs {

@@ -1,0 +1,831 @@
+/*
+ * failover.c - port failover of comms over several devices (fused NICs,
+ * makeVDevice): NCCL_IB_RESILIENCY_PORT_FAILOVER. See failover.h for the
+ * contract with the data path.
+ *
+ * The protocol (one "round"; both sides run the same steps):
+ *
+ *  1. Detection, on either side: an error completion on one of the comm's
+ *     QPs, a fatal async event on one (QP_FATAL, a port that went down), a
+ *     device-wide failure of an HCA, or the peer's STATE message on the
+ *     handshake socket (found by the liveness check while we wait). A local
+ *     device is blamed when its port is not ACTIVE, its HCA failed, or one
+ *     of its QPs failed without an error from the peer's side (flush, local
+ *     errors). Errors that the peer's own round may have caused (retry
+ *     exceeded, remote errors) only make the device a suspect: when the
+ *     peer's STATE arrives within NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY
+ *     ms (the initiator waits that long), they are dismissed, else blamed.
+ *  2. Drain: every QP of the comm (the healthy ones too) is moved to error and
+ *     its CQ polled until each QP's send queue has delivered a marker WR
+ *     posted behind everything else and every posted RECV has completed. A
+ *     completion that arrives with success in this phase is counted as usual:
+ *     a successful WRITE_WITH_IMM on the receiver means its chunk landed, a
+ *     successful one on the sender means the receiver has it. Once a QP is in
+ *     error on our side nothing more can land through it, so what the
+ *     receiver has recorded is final.
+ *  3. STATE exchange over the handshake socket (it stays open for liveness):
+ *     each side sends its failed devices; the receiver adds, for every
+ *     receive it has posted and not completed, its sequence and its CTS
+ *     entries (so a CTS that went down with a QP reaches the sender this way).
+ *  4. Both sides compute the same surviving QP list (QP i connects our device
+ *     i % ndevs to the peer's i % rndevs: it survives when neither end was
+ *     blamed), compact c->qps to it (order kept), restart those QPs (RESET ->
+ *     INIT -> RTR -> RTS, both PSNs derived from the round number), and use
+ *     min(nq, survivors) QPs per message from then on, with the usual
+ *     (seq * nq + i) % nqps rule. No survivor: the comm fails, as without
+ *     failover. The receiver posts the RECVs of its open receives again, in
+ *     sequence order; the sender writes the CTS entries it was sent into its
+ *     FIFO, completes every posted message the receiver did not list (it
+ *     landed, even if our completion said otherwise) and queues the listed
+ *     ones it posted for resending. A message is always resent whole: its
+ *     bytes go to the same addresses, and the receive is not complete yet, so
+ *     rewriting a chunk that had landed is harmless.
+ *  5. READY exchange: each side says its QPs are at RTS and its RECVs posted.
+ *     Then the sender posts the queued messages, in sequence order, before
+ *     any new one, so that every QP sees its WRITE_WITH_IMMs in the order the
+ *     receiver posted their RECVs: the receiver's per-request count of
+ *     expected completions (reset to the new nq) and the immediate (the size)
+ *     land on the right request. Flushes (iflush) are not part of the round:
+ *     a flush READ on a failed device fails, counts as done and blames that
+ *     device; data that landed through a failed NIC before it failed cannot
+ *     be flushed through it (as in NCCL).
+ *
+ * Everything here runs outside the fast path: from the cold error branch of
+ * the CQ poll, from nv_comm_check's slow half (NV_SINK_FAILOVER keeps the comm
+ * there for the whole round) and from the liveness check. Each call does what
+ * can be done without waiting and returns NV_FO_BUSY otherwise; a round that
+ * does not finish within NCCL_VERBS_CONNECT_TIMEOUT_MS fails the comm (e.g. a
+ * peer without failover). Not done: bringing a failed device back
+ * (NCCL_IB_RESILIENCY_PORT_RECOVERY, see README).
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "failover.h"
+#include "event.h"
+#include "ibv.h"
+#include "param.h"
+#include "sock.h"
+
+#define NV_FO_MARKER 0xfffffffeu	/* wr_id index of a drain marker */
+#define NV_FO_MSG_MAX (NV_FO_HDR_SIZE + NV_FO_PAYLOAD_MAX)
+_Static_assert(NV_FO_MAX_RECS == NV_FIFO_SLOTS && NV_CTS_MAX_RECVS == NV_MAX_RECVS,
+	       "a STATE holds one record per open receive");
+
+enum nv_fo_state {
+	NV_FO_IDLE = 0,
+	NV_FO_DRAIN,		/* QPs to error, waiting for their queues to empty */
+	NV_FO_XCHG,		/* our STATE sent (or being sent), waiting for the peer's */
+	NV_FO_READY,		/* restarted; READY sent, waiting for the peer's */
+	NV_FO_RESEND,		/* sender: posting the messages to send again */
+};
+
+struct nv_fo {
+	int state;			/* enum nv_fo_state */
+	uint32_t epoch;			/* rounds completed (the PSNs follow it) */
+	uint32_t dead_local;		/* our failed devices, cumulative */
+	uint32_t dead_peer;		/* the peer's failed devices, cumulative */
+	uint32_t blame;			/* local devices found failed in this round */
+	uint32_t suspect;		/* local devices with errors the peer may explain */
+	uint32_t later;			/* found after our STATE left: the next round */
+	uint32_t sent_dead;		/* dead_local when the last round ended */
+	int initiator;			/* we saw a failure (not only the peer's message) */
+	int errored;			/* our QPs were moved to error in this round */
+	int peer_spoke;			/* the socket had data while we were idle */
+	int state_in;			/* the peer's STATE of this round is in `in` */
+	int scan;			/* look at ports, HCAs and QP states */
+	uint64_t t0, deadline;		/* round start, its time limit (ns) */
+	char first[160];		/* the first failure seen in this round */
+	int nall, nq0;			/* the handshake's QP count and QPs per message */
+	struct nv_comm_qp *all;		/* the handshake's QP array */
+	struct nv_comm_qp *live;	/* the surviving ones (c->qps after a round) */
+	uint8_t lidx[NV_WIRE_MAX_QPS];	/* live[j] is all[lidx[j]] */
+	uint8_t qerr[NV_WIRE_MAX_QPS];	/* live QP j had an error completion */
+	uint8_t mark[NV_WIRE_MAX_QPS];	/* drain marker: 0 none, 1 posted, 2 completed */
+	struct nv_fo_hdr peer;		/* header of the message in `in` */
+	size_t out_len, out_off, in_off;
+	uint64_t resend[NV_FIFO_SLOTS];	/* sender: sequences to post again, ascending */
+	int nresend, iresend, nresent;
+	uint64_t att_seq[NV_FIFO_SLOTS];	/* per slot: message and the failovers it saw */
+	uint16_t att_n[NV_FIFO_SLOTS];
+	uint8_t out[NV_FO_MSG_MAX];
+	uint8_t in[NV_FO_MSG_MAX];
+};
+
+/* ---- attach / release --------------------------------------------------------- */
+
+void nv_fo_attach(void *comm)
+{
+	struct nv_comm *c = comm;
+	struct nv_fo *f;
+
+	if (!nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER) || c->fo)
+		return;
+	if (c->nqps < 2 || (c->ndevs < 2 && c->rmeta->ndevs < 2)) {
+		NV_INFO(NV_SUB_NET, "connection to %s: one device on each side, nothing to fail "
+			"over to (NCCL_IB_RESILIENCY_PORT_FAILOVER)", c->peer);
+		return;
+	}
+	f = calloc(1, sizeof(*f));
+	if (f)
+		f->live = calloc((size_t)c->nqps, sizeof(*f->live));
+	if (!f || !f->live) {
+		free(f);
+		NV_WARN("connection to %s: no memory for the failover state; this comm fails "
+			"when one of its devices fails", c->peer);
+		return;
+	}
+	f->all = c->qps;
+	f->nall = c->nqps;
+	f->nq0 = c->nq;
+	for (int i = 0; i < c->nqps; i++)
+		f->lidx[i] = (uint8_t)i;
+	c->fo = f;
+	if (nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY))
+		NV_INFO(NV_SUB_NET, "connection to %s: NCCL_IB_RESILIENCY_PORT_RECOVERY is not "
+			"implemented: a failed device stays out of this comm", c->peer);
+}
+
+void nv_fo_release(void *comm)
+{
+	struct nv_comm *c = comm;
+
+	if (!c || (c->type != NV_COMM_SEND && c->type != NV_COMM_RECV) || !c->fo)
+		return;
+	c->qps = c->fo->all;
+	c->nqps = c->fo->nall;
+	c->nq = c->fo->nq0;
+	free(c->fo->live);
+	free(c->fo);
+	c->fo = NULL;
+}
+
+void nv_fo_stats(const struct nv_comm *c, unsigned *rounds, unsigned *resent)
+{
+	*rounds = c->fo ? c->fo->epoch : 0;
+	*resent = c->fo ? (unsigned)c->fo->nresent : 0;
+}
+
+/* ---- detection ------------------------------------------------------------------ */
+
+/* "send comm to" / "receive comm from", for messages. */
+static const char *nv_fo_kind(const struct nv_comm *c)
+{
+	return c->type == NV_COMM_SEND ? "send comm to" : "receive comm from";
+}
+
+static void nv_fo_note(struct nv_fo *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void nv_fo_note(struct nv_fo *f, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (f->first[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(f->first, sizeof(f->first), fmt, ap);
+	va_end(ap);
+}
+
+/* Keeps the comm on the slow path until the round is over. */
+static void nv_fo_arm(struct nv_comm *c)
+{
+	atomic_fetch_or_explicit(&c->sink.fatal, NV_SINK_FAILOVER, memory_order_release);
+}
+
+/* A local device found failed: this round's, or the next one's once our STATE left. */
+static void nv_fo_blame(struct nv_fo *f, int dev, int definite)
+{
+	uint32_t bit = 1u << dev;
+
+	if (f->dead_local & bit)
+		return;
+	if (f->state == NV_FO_XCHG || f->state == NV_FO_READY || f->state == NV_FO_RESEND)
+		f->later |= bit;
+	else if (definite)
+		f->blame |= bit;
+	else
+		f->suspect |= bit;
+}
+
+static int nv_fo_status_definite(enum ibv_wc_status s)
+{
+	return s == IBV_WC_WR_FLUSH_ERR || s == IBV_WC_FATAL_ERR || s == IBV_WC_GENERAL_ERR;
+}
+
+/* Transport failures; errors of our own making (keys, lengths, opcodes) fail the comm. */
+static int nv_fo_status_transport(enum ibv_wc_status s)
+{
+	switch (s) {
+	case IBV_WC_WR_FLUSH_ERR:
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+	case IBV_WC_RESP_TIMEOUT_ERR:
+	case IBV_WC_REM_ABORT_ERR:
+	case IBV_WC_BAD_RESP_ERR:
+	case IBV_WC_FATAL_ERR:
+	case IBV_WC_GENERAL_ERR:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int nv_fo_wc_error(struct nv_comm *c, int d, const struct ibv_wc *wc)
+{
+	struct nv_fo *f = c->fo;
+	unsigned kind = NV_WRID_KIND(wc->wr_id), qi = NV_WRID_QP(wc->wr_id);
+	struct nv_comm_qp *q;
+
+	if (c->error != NV_OK || !nv_fo_status_transport(wc->status))
+		return 0;
+	if (kind == NV_WR_FLUSH) {
+		struct nv_request *r = &c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq];
+
+		c->dev[qi % (unsigned)c->ndevs].flush_outstanding--;
+		if (--r->pending == 0)
+			r->done = 1; /* see the top of the file: not flushable through a dead NIC */
+		nv_fo_note(f, "GPU flush read on %s: %s", c->dev[d].hca->name,
+			   nv_ibv_wc_status_str(wc->status));
+		nv_fo_blame(f, (int)(qi % (unsigned)c->ndevs), 1);
+		nv_fo_arm(c);
+		return 1;
+	}
+	if (kind == NV_WR_PROBE) {
+		if (NV_WRID_IDX(wc->wr_id) == NV_FO_MARKER && qi < (unsigned)c->nqps) {
+			f->mark[qi] = 2;
+			c->qps[qi].outstanding = 0; /* every WR before the marker completed */
+		}
+		return 1; /* a connect-time probe: done long ago, nothing to count */
+	}
+	if (qi >= (unsigned)c->nqps || (kind != NV_WR_DATA && kind != NV_WR_CTS &&
+					kind != NV_WR_RECV))
+		return 0;
+	q = &c->qps[qi];
+	if (kind == NV_WR_RECV)
+		q->recv_outstanding--;
+	else
+		q->outstanding -= (int)NV_WRID_NWR(wc->wr_id);
+	/* the chunk or CTS may not have landed: the round decides (sender's slot
+	 * count and receiver's request count stay as they are) */
+	if (!f->errored && !f->qerr[qi]) {
+		f->qerr[qi] = 1; /* later flushes on it follow from this error */
+		nv_fo_note(f, "QP 0x%x on %s:%u: %s", q->qp->qp_num, c->dev[q->dev].hca->name,
+			   c->dev[q->dev].dev->port, nv_ibv_wc_status_str(wc->status));
+		nv_fo_blame(f, q->dev, nv_fo_status_definite(wc->status));
+		if (!f->state)
+			f->initiator = 1;
+		nv_fo_arm(c);
+	}
+	return 1;
+}
+
+int nv_fo_peer_spoke(struct nv_comm *c)
+{
+	if (c->fo->state != NV_FO_IDLE || nv_sock_pending(c->fd) != 1)
+		return 0;
+	c->fo->peer_spoke = 1;
+	nv_fo_arm(c);
+	return 1;
+}
+
+/* Ports, HCAs and QP states (syscalls: only when something happened). */
+static void nv_fo_scan(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	struct ibv_port_attr pa;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr ia;
+	int d, i;
+
+	for (d = 0; d < c->ndevs; d++) {
+		struct nv_comm_dev *cd = &c->dev[d];
+
+		if (f->dead_local & (1u << d))
+			continue;
+		if (nv_hca_failed(cd->hca)) {
+			nv_fo_note(f, "%s: %s", cd->hca->name, cd->hca->sink.what);
+			nv_fo_blame(f, d, 1);
+		} else if (nv_ibv_query_port(cd->hca->ctx, cd->dev->port, &pa) == NV_OK &&
+			   pa.state != IBV_PORT_ACTIVE) {
+			nv_fo_note(f, "port %s:%u is not ACTIVE (state %d)", cd->hca->name,
+				   cd->dev->port, (int)pa.state);
+			nv_fo_blame(f, d, 1);
+		}
+	}
+	for (i = 0; !f->errored && i < c->nqps; i++) {
+		struct nv_comm_qp *q = &c->qps[i];
+
+		if (nv_ibv_query_qp(q->qp, &qa, IBV_QP_STATE, &ia) == NV_OK &&
+		    (qa.qp_state == IBV_QPS_ERR || qa.qp_state == IBV_QPS_SQE)) {
+			nv_fo_note(f, "QP 0x%x on %s:%u is in error (%s)", q->qp->qp_num,
+				   c->dev[q->dev].hca->name, c->dev[q->dev].dev->port,
+				   c->sink.what[0] ? c->sink.what : "no event");
+			nv_fo_blame(f, q->dev, !f->qerr[i]);
+		}
+	}
+}
+
+/* Async events recorded into the comm's sink: handled here, so later ones are seen. */
+static void nv_fo_take_events(struct nv_comm *c)
+{
+	int bits = atomic_load_explicit(&c->sink.fatal, memory_order_acquire);
+
+	if (bits & NV_SINK_EVENT_MASK) {
+		nv_fo_note(c->fo, "%s", c->sink.what);
+		nv_async_sink_clear(&c->sink, NV_SINK_EVENT_MASK | NV_SINK_DEVICE);
+		c->fo->scan = 1;
+	}
+}
+
+/* ---- the round ------------------------------------------------------------------ */
+
+static nv_status_t nv_fo_fail(struct nv_comm *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static nv_status_t nv_fo_fail(struct nv_comm *c, const char *fmt, ...)
+{
+	char msg[NV_COMM_WHY_LEN - 160];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	nv_comm_fail(c, NV_ERR_SYSTEM, "%s %s: failover: %s", nv_fo_kind(c), c->peer, msg);
+	return c->error;
+}
+
+static nv_status_t nv_fo_start(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	struct ibv_qp_attr a;
+	int i;
+
+	f->state = NV_FO_DRAIN;
+	f->t0 = nv_now_ns();
+	f->deadline = f->t0 + (uint64_t)nv_connect_timeout_ms() * 1000000ull;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	for (i = 0; i < c->nqps; i++) {
+		if (nv_ibv_modify_qp(c->qps[i].qp, &a, IBV_QP_STATE) != NV_OK)
+			return nv_fo_fail(c, "moving QP 0x%x to error failed", c->qps[i].qp->qp_num);
+		f->mark[i] = 0;
+	}
+	f->errored = 1;
+	NV_INFO(NV_SUB_NET, "%s %s: failover round %u starts (%s)", nv_fo_kind(c), c->peer,
+		f->epoch + 1, f->first[0] ? f->first : "the peer started it");
+	return NV_OK;
+}
+
+/* 1 when every QP's queues are empty: markers posted behind all sends came back. */
+static int nv_fo_drained(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	struct ibv_send_wr wr, *bad;
+	int i, done = 1;
+
+	for (i = 0; i < c->nqps; i++) {
+		struct nv_comm_qp *q = &c->qps[i];
+
+		if (f->mark[i] == 0) {
+			memset(&wr, 0, sizeof(wr));
+			wr.wr_id = NV_WRID(NV_WR_PROBE, 0, i, NV_FO_MARKER);
+			wr.opcode = IBV_WR_RDMA_WRITE;
+			wr.send_flags = IBV_SEND_SIGNALED;
+			if (nv_ibv_post_send(q->qp, &wr, &bad) == NV_OK)
+				f->mark[i] = 1; /* else: full; flushes free room, retried */
+		}
+		if (f->mark[i] != 2 || q->recv_outstanding > 0)
+			done = 0;
+	}
+	return done;
+}
+
+/* Reads the next message into f->in: 1 complete, 0 not yet, <0 failed (sticky). */
+static int nv_fo_read(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	char why[128];
+	int r;
+
+	if (f->in_off < NV_FO_HDR_SIZE) {
+		r = nv_sock_recv(c->fd, f->in, NV_FO_HDR_SIZE, &f->in_off);
+		if (r <= 0)
+			goto io;
+		if (nv_fo_hdr_decode(f->in, &f->peer, why, sizeof(why))) {
+			nv_fo_fail(c, "the peer sent %s", why);
+			return -1;
+		}
+	}
+	r = nv_sock_recv(c->fd, f->in, NV_FO_HDR_SIZE + f->peer.len, &f->in_off);
+	if (r > 0)
+		return 1;
+io:
+	if (r == 0)
+		return 0;
+	nv_fo_fail(c, "the handshake socket failed (%s): the peer closed the comm or exited",
+		   strerror(-r));
+	return -1;
+}
+
+static int nv_fo_write(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	int r = nv_sock_send(c->fd, f->out, f->out_len, &f->out_off);
+
+	if (r < 0)
+		nv_fo_fail(c, "sending on the handshake socket failed (%s)", strerror(-r));
+	return r;
+}
+
+static void nv_fo_put_msg(struct nv_fo *f, uint16_t type, uint64_t head, uint32_t nrec,
+			  uint32_t len)
+{
+	struct nv_fo_hdr h = { .type = type, .epoch = f->epoch, .dead = f->dead_local,
+			       .head = head, .nrec = nrec, .len = len };
+
+	nv_fo_hdr_encode(&h, f->out);
+	f->out_len = NV_FO_HDR_SIZE + len;
+	f->out_off = 0;
+}
+
+/* The receiver's open receives, ascending: their count, or -1 (failed, sticky). */
+static int nv_fo_open_recvs(struct nv_comm *c, struct nv_request **open)
+{
+	uint64_t head = ((struct nv_recv_comm *)c)->head;
+	int i, j, n = 0;
+
+	for (i = 0; i < c->nreq; i++) {
+		struct nv_request *r = &c->reqs[i];
+
+		if (r->type != NV_REQ_RECV || r->done)
+			continue;
+		if (r->seq + NV_FIFO_SLOTS < head) {
+			nv_fo_fail(c, "receive %" PRIu64 " is open while receive %" PRIu64 " reuses "
+				   "its slot: its clear-to-send is gone", r->seq,
+				   r->seq + NV_FIFO_SLOTS);
+			return -1;
+		}
+		for (j = n++; j > 0 && open[j - 1]->seq > r->seq; j--)
+			open[j] = open[j - 1];
+		open[j] = r;
+	}
+	return n;
+}
+
+static nv_status_t nv_fo_send_state(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	uint32_t len = 0;
+	int n = 0;
+
+	if (c->type == NV_COMM_RECV) {
+		struct nv_recv_ctrl *ctrl = c->ctrl;
+		struct nv_request *open[NV_MAX_REQUESTS];
+
+		n = nv_fo_open_recvs(c, open);
+		if (n < 0)
+			return c->error;
+		for (int i = 0; i < n; i++)
+			nv_fo_rec_encode(f->out + NV_FO_HDR_SIZE, &len, open[i]->seq, open[i]->nreqs,
+					 ctrl->shadow[open[i]->seq % NV_FIFO_SLOTS]);
+	}
+	nv_fo_put_msg(f, NV_FO_MSG_STATE,
+		      c->type == NV_COMM_SEND ? ((struct nv_send_comm *)c)->head
+					      : ((struct nv_recv_comm *)c)->head, (uint32_t)n, len);
+	f->state = NV_FO_XCHG;
+	return nv_fo_write(c) < 0 ? c->error : NV_OK;
+}
+
+static void nv_fo_slot_done(struct nv_comm *c, struct nv_send_slot *sl)
+{
+	sl->pending = 0;
+	for (int r = 0; r < sl->nreqs; r++)
+		c->reqs[sl->req[r]].done = 1;
+}
+
+/* A failover this message went through; NV_OK, or the sticky error past MAX_ATTEMPTS. */
+static nv_status_t nv_fo_attempt(struct nv_comm *c, uint64_t seq)
+{
+	struct nv_fo *f = c->fo;
+	unsigned k = (unsigned)(seq % NV_FIFO_SLOTS);
+	int64_t max = nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS);
+
+	if (f->att_seq[k] != seq + 1) {
+		f->att_seq[k] = seq + 1;
+		f->att_n[k] = 0;
+	}
+	if (++f->att_n[k] > max)
+		return nv_fo_fail(c, "message %" PRIu64 " failed again after %d failover(s) "
+				  "(NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS=%" PRId64 ")",
+				  seq, f->att_n[k] - 1, max);
+	return NV_OK;
+}
+
+/*
+ * Sender: the receiver's open receives decide. Listed and posted: resend; posted and
+ * not listed: it landed, complete it; listed, not posted yet: its CTS into our FIFO.
+ */
+static nv_status_t nv_fo_sender_apply(struct nv_comm *c)
+{
+	struct nv_send_comm *s = (struct nv_send_comm *)c;
+	struct nv_send_ctrl *ctrl = c->ctrl;
+	struct nv_fo *f = c->fo;
+	struct nv_cts_entry e[NV_MAX_RECVS];
+	uint8_t listed[NV_FIFO_SLOTS] = { 0 };
+	uint32_t off = 0, n, r;
+	uint64_t seq, prev = 0, q;
+	char why[192];
+	int k, got = 0;
+
+	f->nresend = f->iresend = 0;
+	while ((k = nv_fo_rec_decode(f->in + NV_FO_HDR_SIZE, f->peer.len, &off, &seq, &n, e, why,
+				     sizeof(why))) > 0) {
+		struct nv_send_slot *sl = &s->slots[seq % NV_FIFO_SLOTS];
+
+		if ((got++ && seq <= prev) || seq + NV_FIFO_SLOTS <= s->head ||
+		    seq >= s->head + NV_FIFO_SLOTS || seq >= f->peer.head)
+			return nv_fo_fail(c, "the peer listed receive %" PRIu64 " (our next send "
+					  "%" PRIu64 ", its next receive %" PRIu64 ")", seq, s->head,
+					  f->peer.head);
+		prev = seq;
+		listed[seq % NV_FIFO_SLOTS] = 1;
+		if (seq < s->head) {
+			if (sl->seq != seq || sl->pending <= 0)
+				return nv_fo_fail(c, "the peer lost message %" PRIu64 ", which "
+						  "completed here", seq);
+			if (nv_fo_attempt(c, seq) != NV_OK)
+				return c->error;
+			f->resend[f->nresend++] = seq;
+			continue;
+		}
+		why[0] = 0;
+		if (e[0].nreqs != n || nv_cts_slot_check(e, seq, c->rmeta->ndevs, why, sizeof(why)) != 1)
+			return nv_fo_fail(c, "the peer's clear-to-send %" PRIu64 " is bad: %s", seq,
+					  why[0] ? why : "incomplete");
+		for (r = n; r-- > 0;) { /* seq last in each entry, entry 0 last: as RDMA would */
+			struct nv_cts_entry *x = &ctrl->fifo[seq % NV_FIFO_SLOTS][r];
+			uint64_t sq = e[r].seq;
+
+			e[r].seq = 0;
+			memcpy(x, &e[r], sizeof(*x));
+			__atomic_store_n(&x->seq, sq, __ATOMIC_RELEASE);
+		}
+	}
+	if (k < 0)
+		return nv_fo_fail(c, "the peer sent %s", why);
+	for (q = s->head > NV_FIFO_SLOTS ? s->head - NV_FIFO_SLOTS : 0; q < s->head; q++) {
+		struct nv_send_slot *sl = &s->slots[q % NV_FIFO_SLOTS];
+
+		if (sl->seq == q && sl->pending > 0 && !listed[q % NV_FIFO_SLOTS])
+			nv_fo_slot_done(c, sl);
+	}
+	return NV_OK;
+}
+
+static nv_status_t nv_fo_receiver_repost(struct nv_comm *c)
+{
+	struct nv_request *open[NV_MAX_REQUESTS];
+	int i, n = nv_fo_open_recvs(c, open);
+
+	if (n < 0)
+		return c->error;
+	for (i = 0; i < n; i++)
+		if (nv_p2p_recv_repost((struct nv_recv_comm *)c, open[i]) != NV_OK)
+			return c->error;
+	return NV_OK;
+}
+
+/* Names the devices in mask (ours, or the peer's) for the WARN. */
+static void nv_fo_devs(const struct nv_comm *c, uint32_t mask, int peer, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	buf[0] = 0;
+	for (int d = 0; d < NV_COMM_MAX_DEVS && o < len; d++)
+		if (mask & (1u << d))
+			o += (size_t)snprintf(buf + o, len - o, "%s%s%.31s:%u", o ? ", " : "",
+					      peer ? "peer's " : "",
+					      peer ? c->rmeta->dev[d].name : c->dev[d].hca->name,
+					      peer ? c->rmeta->dev[d].port : c->dev[d].dev->port);
+}
+
+/* Restarts the survivors and compacts c->qps to them; 0 survivors: fails the comm. */
+static nv_status_t nv_fo_relayout(struct nv_comm *c, uint32_t new_local, uint32_t new_peer)
+{
+	struct nv_fo *f = c->fo;
+	uint32_t psn = ((f->epoch + 1) * 0x9e37u) & 0xffffffu;
+	char l[160], p[160];
+	int i, n = 0;
+
+	c->qps = f->all;
+	c->nqps = f->nall;
+	for (i = 0; i < f->nall; i++) {
+		if ((f->dead_local & (1u << f->all[i].dev)) || (f->dead_peer & (1u << f->all[i].rdev)))
+			continue;
+		f->lidx[n++] = (uint8_t)i;
+	}
+	nv_fo_devs(c, new_local, 0, l, sizeof(l));
+	nv_fo_devs(c, new_peer, 1, p, sizeof(p));
+	if (n == 0)
+		return nv_fo_fail(c, "%s%s%s failed (%s) and no device pair of the comm is left",
+				  l, l[0] && p[0] ? " and " : "", p, f->first[0] ? f->first : "peer");
+	for (i = 0; i < n; i++) {
+		if (nv_comm_qp_restart(c, f->lidx[i], psn) != NV_OK) {
+			struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+			/* same layout as the peer's; it fails again and the next round drops it */
+			nv_ibv_modify_qp(f->all[f->lidx[i]].qp, &a, IBV_QP_STATE);
+			f->later |= 1u << f->all[f->lidx[i]].dev;
+		}
+		f->live[i] = f->all[f->lidx[i]];
+	}
+	c->qps = f->live;
+	c->nqps = n;
+	c->nq = f->nq0 < n ? f->nq0 : n;
+	memset(f->qerr, 0, sizeof(f->qerr));
+	if (new_local | new_peer)
+		NV_WARN("%s %s: %s%s%s failed (%s); NCCL_IB_RESILIENCY_PORT_FAILOVER: going "
+			"on over %d QP(s) on the surviving device(s), unfinished messages are sent "
+			"again", nv_fo_kind(c), c->peer, l, l[0] && p[0] ? " and " : "", p,
+			f->first[0] ? f->first : "seen by the peer", n);
+	return NV_OK;
+}
+
+/* Both STATEs are known: decide, restart, repost; then READY. */
+static nv_status_t nv_fo_apply(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	uint32_t new_peer, new_local = f->dead_local & ~f->sent_dead;
+	uint32_t mask = (1u << c->rmeta->ndevs) - 1;
+
+	if (f->peer.type != NV_FO_MSG_STATE || f->peer.epoch != f->epoch ||
+	    (f->peer.dead & ~mask) || (c->type == NV_COMM_RECV && f->peer.nrec))
+		return nv_fo_fail(c, "the peer's failover state (type %u, round %u, devices 0x%x, "
+				  "%u records) does not match ours (round %u)", f->peer.type,
+				  f->peer.epoch, f->peer.dead, f->peer.nrec, f->epoch);
+	new_peer = f->peer.dead & ~f->dead_peer;
+	f->dead_peer |= f->peer.dead;
+	if (c->type == NV_COMM_SEND && nv_fo_sender_apply(c) != NV_OK)
+		return c->error;
+	if (nv_fo_relayout(c, new_local, new_peer) != NV_OK)
+		return c->error;
+	f->sent_dead = f->dead_local;
+	f->epoch++;
+	if (c->type == NV_COMM_RECV && nv_fo_receiver_repost(c) != NV_OK)
+		return c->error;
+	f->in_off = 0;
+	f->state_in = 0;
+	nv_fo_put_msg(f, NV_FO_MSG_READY, 0, 0, 0);
+	f->state = NV_FO_READY;
+	return nv_fo_write(c) < 0 ? c->error : NV_OK;
+}
+
+static nv_status_t nv_fo_resend(struct nv_comm *c)
+{
+	struct nv_send_comm *s = (struct nv_send_comm *)c;
+	struct nv_fo *f = c->fo;
+
+	while (f->iresend < f->nresend) {
+		uint64_t seq = f->resend[f->iresend];
+
+		if (!nv_p2p_send_room(s, seq) &&
+		    (nv_p2p_progress(c) != NV_OK || !nv_p2p_send_room(s, seq)))
+			return c->error != NV_OK ? c->error : NV_FO_BUSY;
+		if (nv_p2p_send_repost(s, seq) != NV_OK)
+			return c->error;
+		f->iresend++;
+		f->nresent++;
+	}
+	return NV_OK;
+}
+
+/* The round is over: back to the fast path, or straight into the next round. */
+static nv_status_t nv_fo_finish(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+
+	NV_INFO(NV_SUB_NET, "%s %s: failover round %u done in %.1f ms: %d QP(s), %d per "
+		"message, %d message(s) sent again", nv_fo_kind(c), c->peer, f->epoch,
+		(double)(nv_now_ns() - f->t0) / 1e6, c->nqps, c->nq, f->nresend);
+	f->state = NV_FO_IDLE;
+	f->errored = f->initiator = f->peer_spoke = 0;
+	f->first[0] = 0;
+	f->blame = f->suspect = 0;
+	if (f->later) {
+		f->blame = f->later;
+		f->later = 0;
+		f->initiator = 1;
+		return NV_FO_BUSY; /* still armed */
+	}
+	nv_async_sink_clear(&c->sink, NV_SINK_FAILOVER);
+	/* an event or error that raced with the clear is looked at on the next call */
+	return NV_OK;
+}
+
+static nv_status_t nv_fo_step(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	int64_t delay_ms = nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY);
+	int r;
+
+	switch (f->state) {
+	case NV_FO_DRAIN:
+		if (nv_p2p_progress(c) != NV_OK)
+			return c->error;
+		if (!f->state_in) {
+			r = nv_fo_read(c);
+			if (r < 0)
+				return c->error;
+			f->state_in = r;
+		}
+		if (!nv_fo_drained(c))
+			return NV_FO_BUSY;
+		if (f->initiator && !f->state_in &&
+		    nv_now_ns() < f->t0 + (uint64_t)delay_ms * 1000000ull)
+			return NV_FO_BUSY;
+		nv_fo_scan(c);
+		if (f->state_in)
+			f->suspect = 0; /* the peer's round explains errors seen from its side */
+		f->dead_local |= f->blame | f->suspect;
+		f->blame = f->suspect = 0;
+		return nv_fo_send_state(c);
+	case NV_FO_XCHG:
+		if (nv_fo_write(c) < 0)
+			return c->error;
+		if (!f->state_in) {
+			r = nv_fo_read(c);
+			if (r < 0)
+				return c->error;
+			f->state_in = r;
+		}
+		if (f->out_off < f->out_len || !f->state_in)
+			return NV_FO_BUSY;
+		return nv_fo_apply(c);
+	case NV_FO_READY:
+		if (nv_fo_write(c) < 0)
+			return c->error;
+		r = nv_fo_read(c);
+		if (r < 0)
+			return c->error;
+		if (f->out_off < f->out_len || r == 0)
+			return NV_FO_BUSY;
+		if (f->peer.type != NV_FO_MSG_READY || f->peer.epoch != f->epoch)
+			return nv_fo_fail(c, "expected the peer's READY of round %u, got type %u "
+					  "round %u", f->epoch, f->peer.type, f->peer.epoch);
+		f->in_off = 0;
+		f->state = c->type == NV_COMM_SEND ? NV_FO_RESEND : NV_FO_IDLE;
+		return f->state == NV_FO_IDLE ? nv_fo_finish(c) : NV_OK;
+	case NV_FO_RESEND:
+		r = (int)nv_fo_resend(c);
+		if (r != NV_OK)
+			return (nv_status_t)r;
+		f->state = NV_FO_IDLE;
+		return nv_fo_finish(c);
+	default:
+		return NV_OK;
+	}
+}
+
+nv_status_t nv_fo_check(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	nv_status_t st;
+
+	nv_fo_take_events(c);
+	if (f->state == NV_FO_IDLE) {
+		if (f->scan)
+			nv_fo_scan(c);
+		f->scan = 0;
+		if (!f->blame && !f->suspect && !f->peer_spoke) {
+			nv_async_sink_clear(&c->sink, NV_SINK_FAILOVER);
+			return NV_OK; /* e.g. a late event of a QP an earlier round dropped */
+		}
+		if (f->blame || f->suspect)
+			f->initiator = 1;
+		nv_fo_arm(c);
+		st = nv_fo_start(c);
+		if (st != NV_OK)
+			return st;
+	} else if (f->scan) {
+		f->scan = 0;
+		nv_fo_scan(c);
+	}
+	do {
+		int before = f->state;
+
+		st = nv_fo_step(c);
+		if (st != NV_OK || f->state == before || f->state == NV_FO_IDLE)
+			break;
+	} while (1);
+	if (st == NV_OK && f->state != NV_FO_IDLE)
+		st = NV_FO_BUSY;
+	if (st == NV_FO_BUSY && nv_now_ns() > f->deadline && f->state != NV_FO_IDLE)
+		return nv_fo_fail(c, "round %u did not finish within NCCL_VERBS_CONNECT_TIMEOUT_MS="
+				  "%d ms (does the peer run with NCCL_IB_RESILIENCY_PORT_FAILOVER=1?)",
+				  f->epoch + 1, nv_connect_timeout_ms());
+	return st;
+}

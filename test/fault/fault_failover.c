@@ -1,0 +1,335 @@
+/*
+ * fault_failover - NCCL_IB_RESILIENCY_PORT_FAILOVER on a fused NIC (makeVDevice
+ * of simib0 + simib1, one QP per device, every message split over both):
+ * one device fails in the middle of a stream of messages (a window of 8 in
+ * flight, sizes 0 B .. 300 KB, each filled with its own pattern) and the
+ * stream goes on over the other one; every byte of every message is
+ * checked, and a message that arrived twice would corrupt the later message
+ * that reuses its receive buffer, or complete a receive early (sizes are
+ * checked too). Cases, each on a fresh pair of comms:
+ *   cts-lost        the receiver's CTS of message F fails before it is sent
+ *   cts-ack-lost    that CTS lands, but the receiver's QP errors (ack lost)
+ *   data-mid        the sender's chunk of F on rail 1 fails, rail 0's lands
+ *   imm-lost        that chunk's data lands, its WRITE_WITH_IMM fails
+ *   done-ack-lost   the WRITE_WITH_IMM lands (the receive completes), the
+ *                   sender's completion says error: F must not be sent again
+ *   qp-fatal-recv   the receiver's QP on rail 0 is moved to error (QP_FATAL)
+ *   port-down       simib0 goes down under both sides at once (PORT_ERR)
+ *   both-sides      both sides' rail-0 QPs fail at the same time
+ * For each: no call fails, exactly one WARN per comm, naming the port and
+ * the peer. Then: both rails failing (the second after the first failover)
+ * fails the comm with one WARN saying no device is left; and with failover
+ * off (the default) the first case gives today's error.
+ * Each case takes well under a second on an idle machine.
+ */
+#include "config.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "failover.h"
+#include "fh.h"
+
+#define BOUND (20.0 * fh_scale())
+#define W 8
+#define MAXSZ (320u * 1024)
+#define NMSG 48
+#define F 20 /* the message the fault aims at */
+#define TAG 7
+
+struct run {
+	struct fh *f;
+	void *s, *r, *smh, *rmh;
+	char *sbuf, *rbuf;
+	uint64_t seed;
+	int n;
+	const char *fault;	/* case name */
+	int at;			/* message index of the fault */
+	ncclResult_t err;	/* first error of a call (ncclSuccess: none) */
+};
+
+static size_t msg_size(const struct run *x, int i)
+{
+	static const size_t sizes[] = { 300000, 0, 65536, 1, 100000, 4096, 200000, 9000 };
+	uint64_t st = x->seed + (uint64_t)i * 7919u;
+
+	return i == x->at ? 262144 : sizes[fh_rand(&st) % (sizeof(sizes) / sizeof(sizes[0]))];
+}
+
+static uint32_t qpn(void *comm, int i)
+{
+	return ((struct nv_comm *)comm)->qps[i].qp->qp_num;
+}
+
+static void ctl_run(const char *cmd)
+{
+	int rc = fh_sv_control(cmd);
+
+	FH_CHECK(rc == 0, "simverbs_control(%s) = %d", cmd, rc);
+}
+
+#define ctl(fmt, a) \
+	do { \
+		char cmd_[128]; \
+		snprintf(cmd_, sizeof(cmd_), fmt, a); \
+		ctl_run(cmd_); \
+	} while (0)
+
+/* where: 0 just before irecv i, 1 just before isend i. */
+static void inject(struct run *x, int i, int where)
+{
+	const char *k = x->fault;
+
+	if (i != x->at)
+		return;
+	if (where == 0 && !strcmp(k, "cts-lost"))
+		ctl("qp-fail-op 1 0x%x", qpn(x->r, i % 2)); /* CTS of i goes on QP i % nqps */
+	else if (where == 0 && !strcmp(k, "cts-ack-lost"))
+		ctl("qp-fail-op 1 0x%x ack", qpn(x->r, i % 2));
+	else if (where == 1 && !strcmp(k, "data-mid"))
+		ctl("qp-fail-op 1 0x%x", qpn(x->s, 1));
+	else if (where == 1 && !strcmp(k, "imm-lost"))
+		ctl("qp-fail-op 2 0x%x", qpn(x->s, 1)); /* data WRITE, then the 0-byte imm (AR) */
+	else if (where == 1 && !strcmp(k, "done-ack-lost"))
+		ctl("qp-fail-op 2 0x%x ack", qpn(x->s, 1));
+	else if (where == 1 && !strcmp(k, "qp-fatal-recv"))
+		ctl("qp-error 0x%x", qpn(x->r, 0));
+	else if (where == 1 && !strcmp(k, "port-down"))
+		FH_CHECK(fh_sv_control("port-down simib0 1") == 0, "port-down");
+	else if (where == 1 && !strcmp(k, "both-sides")) {
+		ctl("qp-fail-op 1 0x%x", qpn(x->s, 0));
+		ctl("qp-error 0x%x", qpn(x->r, 0));
+	} else if (where == 1 && !strcmp(k, "last-device")) {
+		ctl("qp-fail-op 1 0x%x", qpn(x->s, 0));
+	}
+}
+
+/* The stream; 0 when all n messages arrived intact, -1 on a call's error (x->err). */
+static int stream(struct run *x)
+{
+	void *rreq[W], *sreq[W];
+	int ir = 0, is = 0, dr = 0, ds = 0, hooked_r = 0, hooked_s = 0, filled = 0;
+	double end = fh_now() + BOUND;
+	const struct fh *f = x->f;
+
+	while (dr < x->n || ds < x->n) {
+		int done, sz;
+
+		FH_CHECK(fh_now() < end, "%s: stuck at receive %d / send %d of %d", x->fault, dr, ds,
+			 x->n);
+		if (ir < x->n && ir - dr < W) {
+			void *data = x->rbuf + (size_t)(ir % W) * MAXSZ, *req = NULL;
+			size_t cap = MAXSZ;
+			int tag = TAG;
+
+			if (hooked_r <= ir) {
+				inject(x, ir, 0);
+				hooked_r = ir + 1;
+			}
+			memset(data, 0xee, MAXSZ); /* a stale byte is never the pattern */
+			x->err = f->net->irecv(x->r, 1, &data, &cap, &tag, &x->rmh, NULL, &req);
+			if (x->err != ncclSuccess)
+				return -1;
+			if (req)
+				rreq[ir++ % W] = req;
+		}
+		if (is < ir && is - ds < W) {
+			char *data = x->sbuf + (size_t)(is % W) * MAXSZ;
+			void *req = NULL;
+
+			if (filled <= is) {
+				fh_fill(data, msg_size(x, is), x->seed * 1000 + (uint64_t)is);
+				filled = is + 1;
+			}
+			if (hooked_s <= is) {
+				inject(x, is, 1);
+				hooked_s = is + 1;
+			}
+			x->err = f->net->isend(x->s, data, msg_size(x, is), TAG, x->smh, NULL, &req);
+			if (x->err != ncclSuccess)
+				return -1;
+			if (req)
+				sreq[is++ % W] = req;
+		}
+		if (dr < ir) {
+			x->err = f->net->test(rreq[dr % W], &done, &sz);
+			if (x->err != ncclSuccess)
+				return -1;
+			if (done) {
+				const char *b = x->rbuf + (size_t)(dr % W) * MAXSZ;
+				FH_CHECK((size_t)sz == msg_size(x, dr), "%s: message %d: %d bytes, "
+					 "sent %zu", x->fault, dr, sz, msg_size(x, dr));
+				FH_CHECK(fh_check_pattern(b, (size_t)sz, x->seed * 1000 + (uint64_t)dr) == 0,
+					 "%s: message %d (%d bytes) corrupt", x->fault, dr, sz);
+				dr++;
+			}
+		}
+		if (ds < is) {
+			x->err = f->net->test(sreq[ds % W], &done, &sz);
+			if (x->err != ncclSuccess)
+				return -1;
+			if (done) {
+				FH_CHECK((size_t)sz == msg_size(x, ds), "%s: send %d reports %d bytes",
+					 x->fault, ds, sz);
+				ds++;
+			}
+		}
+	}
+	return 0;
+}
+
+static void pair_open(struct fh *f, int vdev, struct run *x, const char *fault, uint64_t seed)
+{
+	memset(x, 0, sizeof(*x));
+	x->f = f;
+	x->fault = fault;
+	x->seed = seed;
+	x->n = NMSG;
+	x->at = F;
+	fh_pair(f, vdev, &x->s, &x->r, 20);
+	FH_CHECK(((struct nv_comm *)x->s)->nqps == 2 && ((struct nv_comm *)x->s)->nq == 2,
+		 "expected 2 QPs, both used per message");
+	x->sbuf = aligned_alloc(4096, (size_t)W * MAXSZ);
+	x->rbuf = aligned_alloc(4096, (size_t)W * MAXSZ);
+	FH_CHECK(x->sbuf && x->rbuf, "out of memory");
+	x->smh = fh_reg(f, x->s, x->sbuf, (size_t)W * MAXSZ);
+	x->rmh = fh_reg(f, x->r, x->rbuf, (size_t)W * MAXSZ);
+}
+
+static void pair_close(struct run *x)
+{
+	FH_OK(x->f->net->deregMr(x->s, x->smh));
+	FH_OK(x->f->net->deregMr(x->r, x->rmh));
+	FH_OK(x->f->net->closeSend(x->s));
+	FH_OK(x->f->net->closeRecv(x->r));
+	free(x->sbuf);
+	free(x->rbuf);
+}
+
+static int open_vdev(struct fh *f, const char *failover)
+{
+	int devs[2], vdev, rc;
+
+	setenv("NCCL_IB_RESILIENCY_PORT_FAILOVER", failover, 1);
+	rc = fh_open(f);
+	if (rc)
+		exit(rc);
+	devs[0] = fh_dev_by_name(f, "simib0");
+	devs[1] = fh_dev_by_name(f, "simib1");
+	FH_CHECK(devs[0] >= 0 && devs[1] >= 0, "simverbs did not give simib0 and simib1");
+	FH_OK(e2e_make_vdevice(&f->e2e, 2, devs, &vdev));
+	return vdev;
+}
+
+static void one_case(struct fh *f, int vdev, const char *fault, const char *port, int resends)
+{
+	struct run x;
+	unsigned rs, rr, ss, sr;
+	int w0 = fh_warn_count(), n;
+	double t0 = fh_now();
+
+	pair_open(f, vdev, &x, fault, 11);
+	if (stream(&x)) {
+		fh_warn_dump();
+		FH_FAIL("%s: a call failed (%d) with failover on", fault, (int)x.err);
+	}
+	n = fh_warn_count() - w0;
+	if (n != 2 || fh_warn_find(w0, "send comm to", port, "NCCL_IB_RESILIENCY_PORT_FAILOVER",
+				   NULL) < 0 ||
+	    fh_warn_find(w0, "receive comm from", port, "NCCL_IB_RESILIENCY_PORT_FAILOVER", NULL) < 0) {
+		fh_warn_dump();
+		FH_FAIL("%s: %d WARN(s); expected one per comm naming %s", fault, n, port);
+	}
+	nv_fo_stats(x.s, &ss, &sr);
+	nv_fo_stats(x.r, &rs, &rr);
+	FH_CHECK(ss == 1 && rs == 1 && rr == 0 && (!resends || sr > 0),
+		 "%s: %u/%u failover rounds, %u messages sent again", fault, ss, rs, sr);
+	pair_close(&x);
+	if (!strcmp(fault, "port-down"))
+		FH_CHECK(fh_sv_control("port-up simib0 1") == 0, "port-up");
+	fh_log("%s: %d messages intact, %u sent again, one WARN per comm (%.2f s): %s", fault,
+	       NMSG, sr, fh_now() - t0, fh_warn_get(w0));
+}
+
+/* The other rail fails too, after the first failover: the comm fails, with one WARN. */
+static void last_device(struct fh *f, int vdev)
+{
+	struct run x;
+	int w0 = fh_warn_count(), i;
+
+	pair_open(f, vdev, &x, "last-device", 12);
+	x.n = F + 10;
+	x.at = F;
+	FH_CHECK(stream(&x) == 0, "last-device: the first failure was not survived");
+	FH_CHECK(((struct nv_comm *)x.s)->nqps == 1, "not down to one QP after the failover");
+	ctl("qp-error 0x%x", qpn(x.s, 0)); /* the survivor */
+	x.at = -1;
+	x.seed = 13;
+	for (i = 0; i < 3 && stream(&x) == 0; i++)
+		;
+	FH_CHECK(x.err != ncclSuccess, "last-device: no error after the last device failed");
+	i = fh_warn_find(w0, "no device pair of the comm is left", NULL);
+	if (i < 0) {
+		fh_warn_dump();
+		FH_FAIL("last-device: no WARN saying the last device failed");
+	}
+	fh_log("last-device: error %d: %s", (int)x.err, fh_warn_get(i));
+	pair_close(&x);
+}
+
+/* NCCL_IB_RESILIENCY_PORT_FAILOVER=0: the same fault is today's error. */
+static void failover_off(struct fh *f, int vdev)
+{
+	struct run x;
+	int w0 = fh_warn_count(), i;
+
+	pair_open(f, vdev, &x, "data-mid", 14);
+	FH_CHECK(stream(&x) != 0, "failover off: the fault did not fail the comm");
+	FH_CHECK(fh_warn_count_with("NCCL_IB_RESILIENCY_PORT_FAILOVER") == 0,
+		 "failover off, but a failover WARN");
+	i = fh_warn_find(w0, "retry", NULL);
+	if (i < 0)
+		i = fh_warn_find(w0, "RETRY", NULL);
+	if (i < 0) {
+		fh_warn_dump();
+		FH_FAIL("failover off: no error WARN about the failed work request");
+	}
+	fh_log("failover off: error %d: %s", (int)x.err, fh_warn_get(i));
+	pair_close(&x);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *fault, *port;
+		int resends; /* F (at least) was posted and had not all landed */
+	} cases[] = {
+		{ "cts-lost", "simib0:1", 0 },	    { "cts-ack-lost", "simib0:1", 0 },
+		{ "data-mid", "simib1:1", 1 },	    { "imm-lost", "simib1:1", 1 },
+		{ "done-ack-lost", "simib1:1", 0 }, { "qp-fatal-recv", "simib0:1", 0 },
+		{ "port-down", "simib0:1", 0 },	    { "both-sides", "simib0:1", 0 },
+	};
+	struct fh f;
+	int vdev;
+	size_t i;
+
+	fh_watchdog(300);
+	setenv("SIMVERBS_DEVICES", "simib0:ll=ib;simib1:ll=ib", 1);
+	unsetenv("NCCL_IB_HCA");
+	vdev = open_vdev(&f, "1");
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (argc < 2 || !strcmp(argv[1], cases[i].fault))
+			one_case(&f, vdev, cases[i].fault, cases[i].port, cases[i].resends);
+	if (argc < 2 || !strcmp(argv[1], "last-device"))
+		last_device(&f, vdev);
+	fh_close(&f);
+	if (argc < 2 || !strcmp(argv[1], "off")) {
+		unsetenv("NCCL_IB_RESILIENCY_PORT_FAILOVER");
+		vdev = open_vdev(&f, "0");
+		failover_off(&f, vdev);
+		fh_close(&f);
+	}
+	fh_log("fault_failover: ok");
+	return 0;
+}
