@@ -7,6 +7,7 @@ CLUSTER_TESTS = \
 	test/cluster/cl-fabrics.sh \
 	test/cluster/cl-linkdown.sh \
 	test/cluster/cl-vnic.sh \
+	test/cluster/cl-failover.sh \
 	test/cluster/cl-mpirun.sh \
 	test/cluster/cl-sysfs.sh \
 	test/cluster/cl-subnet.sh

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Port failover across hosts (NCCL_IB_RESILIENCY_PORT_FAILOVER=1): a virtual NIC fusing both
+# rails of 2 simulated hosts (RoCE) runs a bidirectional sendrecv; h0's rail-1 link is cut
+# mid-run (sim-cluster link: its port goes down, the peer's operations towards it time out).
+# Both ranks finish the run with every value right, over rail 0 alone; each comm gave one
+# WARN naming the failed port; without failover the same cut fails the run.
+. "$(dirname "$0")/cl-common.sh"
+export NCCL_SOCKET_IFNAME=mgmt0 NCCL_DEBUG=WARN
+
+cl_up --hosts 2 --nics 2
+run() { # NAME FAILOVER: both ranks, h0's rail 1 cut once the run is moving data
+	export NCCL_IB_RESILIENCY_PORT_FAILOVER=$2
+	for r in 0 1; do
+		cl_rank "$1" "h$r" "$r" 2 0 --vdev 0,1 -t sendrecv-bi -b 256K -e 256K -n 4000 -w 1
+	done
+	for ((i = 0; i < 400; i++)); do
+		grep -q 'size.*count' "$TMP/$1.0" 2>/dev/null && break
+		sleep 0.05
+	done
+	sleep 0.3
+	"$SC" link h0 1 down || fail "sim-cluster link h0 1 down"
+	cl_wait
+	"$SC" link h0 1 up || fail "sim-cluster link h0 1 up"
+}
+run fo 1
+[ "$rc" = 0 ] || { cl_show fo; fail "failover on: $rc rank(s) failed"; }
+grep -q 'Out of bounds values : 0 OK' "$TMP/fo.0" || { cl_show fo 60; fail "values"; }
+for r in 0 1; do
+	n=$(grep -c 'WARN.*NCCL_IB_RESILIENCY_PORT_FAILOVER' "$TMP/fo.$r")
+	[ "$n" = 2 ] || { cl_show fo 60; fail "rank $r: $n failover WARNs, want one per comm (2)"; }
+	grep 'WARN.*NCCL_IB_RESILIENCY_PORT_FAILOVER' "$TMP/fo.$r" | grep -qv 'mlx5_1:1' &&
+		{ cl_show fo 60; fail "rank $r: a failover WARN does not name mlx5_1:1"; }
+done
+echo "h0's rail 1 cut mid-run, failover on: both ranks finished, values right, one WARN per comm: ok"
+run off 0
+[ "$rc" -ge 1 ] || { cl_show off; fail "failover off: the cut did not fail the run"; }
+echo "the same cut with failover off: the run fails as before: ok"
