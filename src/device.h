@@ -71,6 +71,7 @@ struct nv_async_sink {
 	atomic_int watched;
 	atomic_int waiting;
 	atomic_int peer_gone;
+	atomic_int fo_wake;	/* failover.c: bytes on watch_fd set NV_SINK_FAILOVER (a round) */
 	int watch_fd;
 	const struct nv_hca *watch_hca;
 };

@@ -115,6 +115,11 @@ void nv_hca_sink_sweep(struct nv_hca *h)
 		    atomic_load_explicit(&s->peer_gone, memory_order_relaxed) ||
 		    !atomic_exchange_explicit(&s->waiting, 0, memory_order_relaxed))
 			continue;
+		if (atomic_load_explicit(&s->fo_wake, memory_order_relaxed) &&
+		    nv_fd_pending(s->watch_fd) == 1) { /* the peer started a failover round */
+			atomic_fetch_or_explicit(&s->fatal, NV_SINK_FAILOVER, memory_order_release);
+			continue;
+		}
 		if (!nv_fd_peer_alive(s->watch_fd))
 			atomic_store_explicit(&s->peer_gone, 1, memory_order_release);
 	}

@@ -146,6 +146,7 @@ void nv_fo_attach(void *comm)
 	for (int i = 0; i < c->nqps; i++)
 		f->lidx[i] = (uint8_t)i;
 	c->fo = f;
+	atomic_store(&c->sink.fo_wake, 1); /* the event thread's liveness sweep tells us */
 	if (nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY))
 		NV_INFO(NV_SUB_NET, "connection to %s: NCCL_IB_RESILIENCY_PORT_RECOVERY is not "
 			"implemented: a failed device stays out of this comm", c->peer);
@@ -286,7 +287,7 @@ int nv_fo_wc_error(struct nv_comm *c, int d, const struct ibv_wc *wc)
 
 int nv_fo_peer_spoke(struct nv_comm *c)
 {
-	if (c->fo->state != NV_FO_IDLE || nv_sock_pending(c->fd) != 1)
+	if (c->fo->state != NV_FO_IDLE || nv_fd_pending(c->fd) != 1)
 		return 0;
 	c->fo->peer_spoke = 1;
 	nv_fo_arm(c);
@@ -800,6 +801,8 @@ nv_status_t nv_fo_check(struct nv_comm *c)
 		if (f->scan)
 			nv_fo_scan(c);
 		f->scan = 0;
+		if (nv_fd_pending(c->fd) == 1) /* the peer's STATE (the liveness sweep armed us) */
+			f->peer_spoke = 1;
 		if (!f->blame && !f->suspect && !f->peer_spoke) {
 			nv_async_sink_clear(&c->sink, NV_SINK_FAILOVER);
 			return NV_OK; /* e.g. a late event of a QP an earlier round dropped */

@@ -39,6 +39,21 @@ int nv_fd_peer_alive(int fd)
 	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 }
 
+int nv_fd_pending(int fd)
+{
+	char c;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0)
+		return 1;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	return -1;
+}
+
 void nv_sleep_ms(uint64_t ms)
 {
 	struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L };

@@ -14,6 +14,8 @@ uint64_t nv_now_ns(void);
 /* 1 while the peer of connected socket fd has not closed or reset it (a
  * non-blocking MSG_PEEK; the data stays queued), 0 otherwise. */
 int nv_fd_peer_alive(int fd);
+/* 1 bytes are waiting to be read on socket fd, 0 none (yet), -1 EOF or error. Never blocks. */
+int nv_fd_pending(int fd);
 /* Sleeps ms milliseconds (resumes after signals). Control path only. */
 void nv_sleep_ms(uint64_t ms);
 /* "unlimited", "N bytes" or "unknown (...)" into buf; returns buf. */

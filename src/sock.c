@@ -363,21 +363,6 @@ int nv_sock_alive(int fd)
 	return nv_fd_peer_alive(fd);
 }
 
-int nv_sock_pending(int fd)
-{
-	char c;
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n > 0)
-		return 1;
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return 0;
-	return -1;
-}
-
 void nv_sock_close(int *fd)
 {
 	if (*fd >= 0) {

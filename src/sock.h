@@ -69,8 +69,6 @@ void nv_sock_keepalive(int fd, int idle_s, int intvl_s, int cnt);
 /* 1 when the peer has not closed or reset the socket, 0 otherwise. */
 int nv_sock_alive(int fd);
 
-/* 1 bytes are waiting to be read, 0 none (yet), -1 EOF or error. Never blocks. */
-int nv_sock_pending(int fd);
 void nv_sock_close(int *fd);
 
 #endif /* NV_SOCK_H */
