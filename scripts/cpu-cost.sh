@@ -32,7 +32,8 @@
 # CC_REPS (two-process pairs, median reported; default 3), CC_I1/CC_I2
 # (idle calls, default 200/1200), CC_PATTERNS (default "loopback latency
 # sendrecv", spaces or commas), CC_SIZES (default "8 524288"),
-# NCCL_NET_BENCH_NCCL_LIB (NCCL library; default the CUDA toolkit's).
+# NCCL_NET_BENCH_NCCL_LIB (NCCL library; default the CUDA toolkit's),
+# CC_VERBOSE=1 (every pair's two-process figures on stderr).
 # Prints a table; exits non-zero when a run fails.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -160,6 +161,9 @@ two() {
 				printf "%.0f %.0f %.2f %.2f %.2f\n", ($1 - $3 * ct - $4 * cs) / n,
 					$1 / n, $3 / n, $4 / n, $5 / n }')")
 	done
+	[ "${CC_VERBOSE:-0}" = 1 ] &&
+		printf '# %s %s B %s: work raw idle-tests null-isends null-irecvs per message, each pair: %s\n' \
+			"$1" "$3" "$4" "$(printf '[%s] ' "${rows[@]}")" >&2
 	for i in 1 2 3 4 5; do
 		med+=("$(printf '%s\n' "${rows[@]}" | cut -d' ' -f$i | sort -g |
 			sed -n "$(((nrep + 1) / 2))p")")

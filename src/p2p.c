@@ -29,6 +29,12 @@
 
 #define NV_UNMATCHED 0xffff
 
+/* x % nqps for a comm's QP of a sequence, without a division on a one-QP comm. */
+static inline uint32_t nv_qp_of(uint64_t x, int nqps)
+{
+	return nv_likely(nqps == 1) ? 0 : (uint32_t)(x % (uint64_t)nqps);
+}
+
 static struct nv_request *nv_req_get(struct nv_comm *c, int type)
 {
 	struct nv_request *r;
@@ -122,7 +128,7 @@ static inline __attribute__((always_inline)) nv_status_t nv_recv_done(struct nv_
 	const struct nv_recv_ctrl *ctrl = c->ctrl;
 	int i;
 
-	c->qps[NV_WRID_QP(wc->wr_id) % (unsigned)c->nqps].recv_outstanding--;
+	c->qps[nv_qp_of(NV_WRID_QP(wc->wr_id), c->nqps)].recv_outstanding--;
 
 	if (r->nreqs == 1 && (wc->wc_flags & IBV_WC_WITH_IMM)) {
 		uint32_t n = ntohl(wc->imm_data);
@@ -441,7 +447,7 @@ static inline __attribute__((always_inline)) nv_status_t
 nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot *sl, struct nv_request *req)
 {
 	struct nv_comm *c = &s->base;
-	uint32_t qi = (uint32_t)(sl->seq % (uint64_t)c->nqps);
+	uint32_t qi = nv_qp_of(sl->seq, c->nqps);
 	uint32_t slot = (uint32_t)(sl->seq % NV_FIFO_SLOTS);
 	struct nv_comm_qp *q = &c->qps[qi];
 	const struct nv_cts_entry *e = &((struct nv_send_ctrl *)c->ctrl)->fifo[slot][req->entry];
@@ -557,7 +563,7 @@ static inline nv_status_t nv_isend_single(struct nv_send_comm *s, const struct n
 {
 	struct nv_comm *c = &s->base;
 	struct nv_send_slot *sl = &s->slots[s->head % NV_FIFO_SLOTS];
-	const struct nv_comm_qp *q = &c->qps[s->head % (uint64_t)c->nqps];
+	const struct nv_comm_qp *q = &c->qps[nv_qp_of(s->head, c->nqps)];
 	struct nv_request *req;
 	nv_status_t st;
 
@@ -743,7 +749,7 @@ static inline __attribute__((always_inline)) nv_status_t nv_recv_post(struct nv_
 static inline int nv_recv_room(const struct nv_recv_comm *rc)
 {
 	const struct nv_comm *c = &rc->base;
-	const struct nv_comm_qp *q = &c->qps[rc->head % (uint64_t)c->nqps];
+	const struct nv_comm_qp *q = &c->qps[nv_qp_of(rc->head, c->nqps)];
 	int i;
 
 	if (q->outstanding + 1 > q->max_wr)
@@ -767,7 +773,7 @@ static inline nv_status_t nv_irecv_single(struct nv_recv_comm *rc, void *data, s
 					  void **request)
 {
 	struct nv_comm *c = &rc->base;
-	uint32_t qi = (uint32_t)(rc->head % (uint64_t)c->nqps);
+	uint32_t qi = nv_qp_of(rc->head, c->nqps);
 	struct nv_comm_qp *q = &c->qps[qi];
 	struct ibv_recv_wr *wr = &rc->recv_wr, *bad;
 	struct nv_cts_entry *e;
