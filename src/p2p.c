@@ -626,8 +626,10 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 		return NV_ERR_INVALID;
 	}
 	e = ((struct nv_send_ctrl *)c->ctrl)->fifo[s->head % NV_FIFO_SLOTS];
+	/* nothing of the slot has arrived: the poll of a sender waiting for the receiver */
+	if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != s->head + 1)
+		return nv_comm_idle(c, NULL);
 	if (nv_likely(c->nq == 1 && size && size <= s->wr_bytes && /* one write carries it */
-		      __atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) == s->head + 1 &&
 		      e[0].nreqs == 1))
 		return nv_isend_single(s, e, data, size, tag, mhandle, phandle, request);
 	ready = nv_send_slot_ready(s, s->head);
