@@ -21,12 +21,13 @@ ranks='
 2    param.c select.c device.c props.c route.c event.c gdr.c mr.c param.h device.h event.h mr.h
 3.0  comm.c comm.h nv_api.h prof.c prof.h
 3.1  diag.c
+3.15 eager_ring.c
 3.2  qp.c
 3.25 handshake.c handshake.h
 3.3  connect.c
 3.35 admit.c admit.h
 3.4  accept.c
-4    p2p.c failover.c failover.h
+4    p2p.c p2p.h eager.c failover.c failover.h
 5    plugin.c plugin_compat.c plugin.h
 '
 rank_of() {

@@ -215,6 +215,13 @@ static int nv_acc_build(struct nv_listen_comm *lc)
 			goto err_resources;
 		lc->rc->gdr_flush = 1;
 	}
+	if (nv_eager_ring_setup(lc->rc) != NV_OK)
+		goto err_resources;
+	/* eager messages reach GPU buffers by a loopback RDMA write on the flush QP */
+	if (lc->rc->eager.max && !c->dev[0].flush_qp &&
+	    (c->dev[0].hca->gdr.ptr_support & (NV_MEM_CUDA | NV_MEM_DMABUF)) &&
+	    nv_comm_flush_qps(c) != NV_OK)
+		goto err_resources;
 	m = malloc(sizeof(*m));
 	if (!m)
 		goto err_resources;

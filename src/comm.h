@@ -79,13 +79,21 @@ _Static_assert(NV_CTS_MAX_DEVS == NV_COMM_MAX_DEVS && NV_CTS_MAX_RECVS == NV_MAX
 
 /* struct nv_cts_entry: see cts.h (shared with the validators and fuzzers). */
 
-/* Sender's control region: the peer writes fifo[] and probe_in only. */
+/* Sender's control region: the peer writes fifo[], probe_in and eager_grant only. */
 struct nv_send_ctrl {
 	struct nv_cts_entry fifo[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* written by the receiver */
 	uint64_t probe_in;	/* written by the receiver's connect-time path probe */
+	uint64_t eager_grant;	/* written by the receiver: eager messages < this may go */
 	uint64_t probe_src;	/* local source of our own probe */
 	uint32_t sizes[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* local: grouped sizes to send */
+	struct nv_eager_trailer eager_trl[NV_EAGER_SLOTS]; /* local: sources of the trailers */
 } __attribute__((aligned(4096)));
+/* What a sender tells as its writable region: up to probe_in (version 3), or
+ * one word longer, up to eager_grant, when it can send eager (wire.h). */
+#define NV_SEND_CTRL_REMOTE_LEN (offsetof(struct nv_send_ctrl, probe_in) + sizeof(uint64_t))
+#define NV_SEND_CTRL_REMOTE_LEN_EAGER (offsetof(struct nv_send_ctrl, eager_grant) + sizeof(uint64_t))
+_Static_assert(offsetof(struct nv_send_ctrl, eager_grant) == NV_SEND_CTRL_REMOTE_LEN,
+	       "the credit word directly follows the version-3 region");
 
 /* Receiver's control region: the peer writes records[] and probe_in only. */
 struct nv_recv_ctrl {
@@ -110,6 +118,9 @@ enum nv_wr_kind {
 	NV_WR_CTS = 3,		/* receiver: CTS RDMA WRITE */
 	NV_WR_FLUSH = 4,	/* receiver: iflush RDMA READ */
 	NV_WR_PROBE = 5,	/* both: connect-time path probe */
+	NV_WR_EAGER = 6,	/* sender: eager message into the peer's ring (idx: request) */
+	NV_WR_ECOPY = 7,	/* receiver: loopback copy of an eager message to GPU memory
+				 * (idx: sequence slot) */
 };
 #define NV_WRID(kind, nwr, qp, idx) \
 	(((uint64_t)(kind) << 60) | ((uint64_t)(nwr) << 48) | ((uint64_t)(qp) << 32) | (uint32_t)(idx))
@@ -151,6 +162,10 @@ struct nv_request {
 	uint64_t size;		/* bytes to send (clipped to the receive) */
 	struct nv_mhandle *mh;
 	int entry;		/* which entry of the slot it matched */
+	/* recv on an eager comm: entries still open, in the order of the cursor's CTS */
+	uint8_t eager_left;
+	uint8_t eager_map[NV_MAX_RECVS];	/* CTS entry -> receive entry */
+	uint8_t eager_kind[NV_MAX_RECVS];	/* memory kind per receive entry */
 	/* network profiler (prof.h): NCCL's handles and the events started */
 	void *phandle[NV_MAX_RECVS];	/* send: [0] */
 	uint8_t prof_nev;
@@ -232,6 +247,77 @@ struct nv_comm {
 	uint8_t sl, tc;
 };
 
+/*
+ * Eager protocol (eager.c; README "How it moves data"). Only on comms of one
+ * device and one QP on both sides, so every WR of a comm is in one QP's order.
+ *
+ * Sender: a message of at most max bytes whose clear-to-send (CTS) has not
+ * arrived when isend looks, and whose sequence is below the receiver's grant,
+ * is RDMA-written into ring entry seq % NV_EAGER_SLOTS as data followed by a
+ * trailer (size, tag, seq + 1; last, so its arrival means the data is there).
+ * That takes sequence seq exactly as its CTS would have: a CTS for seq that
+ * arrives later is never read (the sender looks at head only).
+ *
+ * Sequences on an eager comm count messages, not receives: a clear-to-send
+ * slot of m entries at sequence x stands for the m messages x .. x + m - 1,
+ * and the sender's head moves by m once it posts that slot. So a receive of
+ * n entries owns n sequences whatever path its messages take, and both
+ * sides agree on every sequence without the sender knowing n in advance.
+ *
+ * Receiver: a receive of n entries at sequences x .. x + n - 1 posts one
+ * CTS at its cursor c (first x) for the entries still open. When the ring
+ * entry of c arrives instead (the eager message crossed the CTS), it takes
+ * the first open entry with its tag (the CTS path's matching), c moves to
+ * c + 1 and the open entries go out again as the CTS of c + 1 (unless that
+ * one's ring entry is there too). The RECV posted for c stays in the queue
+ * as a surplus one, which the next CTS uses instead of posting another.
+ * Because of that, a WRITE_WITH_IMM completion is matched to a sequence by
+ * order, not by wr_id: it belongs to the oldest sequence whose CTS is out
+ * and whose ring entry has not arrived, after the ring entries that landed
+ * before it (same QP, written earlier) were delivered; it completes every
+ * entry still open on that CTS. Ring entries are freed by delivery; the
+ * grant (tail + NV_EAGER_SLOTS) goes back in batches of NV_EAGER_GRANT_BATCH.
+ */
+#define NV_EAGER_GRANT_BATCH (NV_EAGER_SLOTS / 2)
+_Static_assert(NV_EAGER_SLOTS == NV_FIFO_SLOTS, "the ring window is the sequence window");
+
+struct nv_eager_send {
+	uint32_t max;			/* negotiated limit in bytes; 0: eager off */
+	uint32_t entry;			/* ring entry bytes (the receiver's geometry) */
+	uint64_t ring_addr;
+	uint32_t rkey;
+	uint64_t grant;			/* sequences below this may go eager (checked) */
+};
+
+enum nv_eseq_state {
+	NV_ESEQ_FREE = 0,
+	NV_ESEQ_GROUP,		/* owned by a receive whose cursor has not reached it */
+	NV_ESEQ_PEND,		/* cursor; its CTS not posted yet (no room, or just moved) */
+	NV_ESEQ_WAIT,		/* cursor; RECV + CTS out, ring entry not seen */
+	NV_ESEQ_COPYQ,		/* ring entry taken; its loopback copy still to be posted */
+	NV_ESEQ_COPY,		/* loopback copy posted */
+	NV_ESEQ_DONE,
+};
+
+struct nv_eager_seq {
+	uint16_t req;			/* request index */
+	uint8_t state;			/* enum nv_eseq_state */
+	uint8_t i;			/* eager: the CTS entry of this sequence it took */
+};
+
+struct nv_eager_recv {
+	uint32_t max;			/* our NCCL_VERBS_EAGER_MAX offered; 0: eager off */
+	uint32_t entry;			/* NV_EAGER_ENTRY(max) */
+	uint8_t *ring;			/* NV_EAGER_SLOTS entries, then the grant sources */
+	struct ibv_mr *mr;		/* ring, on the comm's one device (NV_MR_CTRL) */
+	uint64_t tail;			/* oldest sequence not finished */
+	uint64_t granted;		/* last grant written to the sender */
+	uint32_t surplus;		/* RECVs posted for sequences that went eager */
+	uint32_t ngrant;		/* grant writes posted (source index) */
+	struct nv_eager_seq seqs[NV_EAGER_SLOTS];
+};
+#define NV_EAGER_RING_BYTES(entry) ((size_t)NV_EAGER_SLOTS * (entry) + NV_EAGER_SLOTS * 8)
+
 struct nv_send_slot {
 	uint64_t seq;			/* sequence this slot state belongs to */
 	uint8_t nreqs, matched, posted;
@@ -249,6 +335,7 @@ struct nv_send_comm {
 	uint32_t wr_bytes;		/* longest RDMA write (max_msg_sz of its devices) */
 	struct ibv_send_wr wr[NV_SEND_CHAIN_MAX];
 	struct ibv_sge sge[NV_SEND_CHAIN_MAX];
+	struct nv_eager_send eager;
 };
 
 struct nv_recv_comm {
@@ -260,6 +347,7 @@ struct nv_recv_comm {
 	struct ibv_send_wr cts_wr;
 	struct ibv_sge cts_sge;
 	struct ibv_recv_wr recv_wr;
+	struct nv_eager_recv eager;
 };
 
 /* ---- comm lifetime (qp.c) --------------------------------------------- */
@@ -296,6 +384,21 @@ int nv_comm_probe_landed(const struct nv_comm *c);
 void nv_comm_probe_lost(struct nv_comm *c, const char *what);
 nv_status_t nv_comm_flush_qps(struct nv_comm *c);
 nv_status_t nv_comm_destroy(struct nv_comm *c);
+/* ---- eager ring lifetime (eager_ring.c) ------------------------------------ */
+/*
+ * Receiver, at accept once the QPs exist: sets up the ring when eager is on
+ * (NCCL_VERBS_EAGER_MAX > 0), the comm has one device and one QP, and the
+ * sender announced it can send eager (nv_meta.region_len); else leaves eager
+ * off (NV_OK). The caller adds the loopback (flush) QP that copies eager
+ * messages into GPU buffers when the device can register GPU memory.
+ */
+nv_status_t nv_eager_ring_setup(struct nv_recv_comm *rc);
+void nv_eager_ring_free(struct nv_recv_comm *rc);
+/* 1 when this sender comm offers eager in its META (one device, one QP, knob on). */
+int nv_eager_send_offer(const struct nv_comm *c);
+/* Sender, once the receiver's META is in: eager on when it offered a ring (version 4). */
+void nv_eager_send_setup(struct nv_send_comm *sc);
+
 /* Called once the handshake completed, before the comm is returned. */
 void nv_send_comm_ready(struct nv_send_comm *sc);
 /* NCCL_IB_AR_THRESHOLD (messages longer than it are split; -2: the auto value,

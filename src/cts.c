@@ -44,3 +44,11 @@ int nv_records_check(const uint32_t *rec, const uint32_t *capacity, int n, char 
 	}
 	return 0;
 }
+
+int nv_eager_trailer_why(const struct nv_eager_trailer *t, uint64_t seq, uint32_t max, char *why,
+			 size_t why_len)
+{
+	snprintf(why, why_len, "an eager message of %u bytes (tag %u) as message %llu, above the "
+		 "eager limit of %u bytes", t->size, t->tag, (unsigned long long)seq, max);
+	return -1;
+}

@@ -70,6 +70,27 @@ static inline int nv_cts_slot_ready(const struct nv_cts_entry *e, uint64_t seq, 
 	return 1;
 }
 
+/*
+ * The trailer that ends every eager message in the receiver's ring (comm.h):
+ * written by the SENDER in the same RDMA WRITE as the data, which lies right
+ * before it. Host byte order; `seq` (sequence + 1) is the last field and the
+ * ready flag, like nv_cts_entry's.
+ */
+struct nv_eager_trailer {
+	uint32_t size;		/* message bytes, <= the negotiated eager limit */
+	uint32_t tag;
+	uint64_t seq;		/* sequence + 1 */
+};
+_Static_assert(sizeof(struct nv_eager_trailer) == 16, "eager trailer must be 16 bytes");
+
+/*
+ * The ring entry for sequence seq: 1 it arrived and is usable (size <= max),
+ * 0 not arrived yet (the trailer still holds an older sequence's flag), -1
+ * hostile (the reason in why when why_len). Inline for the data path.
+ */
+static inline int nv_eager_trailer_check(const struct nv_eager_trailer *t, uint64_t seq,
+					 uint32_t max, char *why, size_t why_len);
+
 /* nv_cts_slot_ready's verdict, with the reason in why when it is -1. */
 int nv_cts_slot_check(const struct nv_cts_entry *e, uint64_t seq, int rdevs, char *why,
 		      size_t why_len);
@@ -80,5 +101,18 @@ int nv_cts_slot_check(const struct nv_cts_entry *e, uint64_t seq, int rdevs, cha
  */
 int nv_records_check(const uint32_t *rec, const uint32_t *capacity, int n, char *why,
 		     size_t why_len);
+
+int nv_eager_trailer_why(const struct nv_eager_trailer *t, uint64_t seq, uint32_t max, char *why,
+			 size_t why_len);
+
+static inline int nv_eager_trailer_check(const struct nv_eager_trailer *t, uint64_t seq,
+					 uint32_t max, char *why, size_t why_len)
+{
+	if (__atomic_load_n(&t->seq, __ATOMIC_ACQUIRE) != seq + 1)
+		return 0;
+	if (t->size > max)
+		return why_len ? nv_eager_trailer_why(t, seq, max, why, why_len) : -1;
+	return 1;
+}
 
 #endif /* NV_CTS_H */

@@ -29,6 +29,10 @@ static const char *nv_wr_kind_str(unsigned kind)
 		return "GPU flush (RDMA read)";
 	case NV_WR_PROBE:
 		return "connect-time path check (RDMA write)";
+	case NV_WR_EAGER:
+		return "RDMA write of an eager message";
+	case NV_WR_ECOPY:
+		return "loopback copy of an eager message into a GPU buffer";
 	default:
 		return "unknown work request";
 	}
@@ -80,8 +84,10 @@ static int nv_wc_mem_kind(const struct nv_comm *c, const struct ibv_wc *wc)
 {
 	unsigned kind = NV_WRID_KIND(wc->wr_id);
 
-	if (kind == NV_WR_RECV || kind == NV_WR_FLUSH)
+	if (kind == NV_WR_RECV || kind == NV_WR_FLUSH || kind == NV_WR_EAGER)
 		return c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq].mem_kind;
+	if (kind == NV_WR_ECOPY)
+		return NV_MEM_CUDA;
 	if (kind == NV_WR_DATA) {
 		const struct nv_send_comm *s = (const struct nv_send_comm *)c;
 		const struct nv_send_slot *sl = &s->slots[NV_WRID_IDX(wc->wr_id) % NV_FIFO_SLOTS];

@@ -83,7 +83,12 @@ static void nv_token_make(void)
 
 size_t nv_hs_put(uint8_t *buf, uint16_t type, const void *payload_src)
 {
-	struct nv_msg_hdr h = { .type = type, .len = nv_wire_payload_size(type) };
+	/* a META says its own version (4 only from a listener answering an eager-capable
+	 * sender, nv_meta.version); everything else is the base version */
+	uint16_t v = type == NV_MSG_META ? ((const struct nv_meta *)payload_src)->version : 0;
+	struct nv_msg_hdr h = { .type = type, .version = v ? v : NV_WIRE_VERSION_BASE };
+
+	h.len = nv_wire_payload_size_v(type, h.version);
 
 	nv_wire_hdr_encode(&h, buf);
 	if (type == NV_MSG_HELLO)

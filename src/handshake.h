@@ -15,7 +15,7 @@
 #include "wire.h"
 
 #define NV_HELLO_MSG_SIZE (NV_WIRE_HDR_SIZE + NV_WIRE_HELLO_SIZE)
-#define NV_META_MSG_SIZE (NV_WIRE_HDR_SIZE + NV_WIRE_META_SIZE)
+#define NV_META_MSG_SIZE (NV_WIRE_HDR_SIZE + NV_WIRE_META_SIZE_V4) /* the longest META */
 #define NV_STATUS_MSG_SIZE (NV_WIRE_HDR_SIZE + NV_WIRE_STATUS_SIZE)
 
 /* Progress of one side of a handshake. */

@@ -24,6 +24,7 @@
 #include "ibv.h"
 #include "mr.h"
 #include "nv_api.h"
+#include "p2p.h"
 #include "param.h"
 #include "prof.h"
 
@@ -33,30 +34,6 @@
 static inline uint32_t nv_qp_of(uint64_t x, int nqps)
 {
 	return nv_likely(nqps == 1) ? 0 : (uint32_t)(x % (uint64_t)nqps);
-}
-
-static struct nv_request *nv_req_get(struct nv_comm *c, int type)
-{
-	struct nv_request *r;
-
-	if (c->free_head < 0)
-		return NULL;
-	r = &c->reqs[c->free_head];
-	c->free_head = r->next_free;
-	r->type = (uint8_t)type;
-	r->done = 0;
-	r->pending = 0;
-	r->nreqs = 1;
-	return r;
-}
-
-static void nv_req_put(struct nv_comm *c, struct nv_request *r)
-{
-	if (nv_unlikely(r->prof_nev))
-		nv_prof_stop_all(r);
-	r->type = NV_REQ_FREE;
-	r->next_free = (int16_t)c->free_head;
-	c->free_head = r->idx;
 }
 
 /*
@@ -128,6 +105,8 @@ static inline __attribute__((always_inline)) nv_status_t nv_recv_done(struct nv_
 	const struct nv_recv_ctrl *ctrl = c->ctrl;
 	int i;
 
+	if (nv_unlikely(rc->eager.max)) /* matched by order there, not by wr_id */
+		return nv_eager_recv_cqe(rc, wc);
 	c->qps[nv_qp_of(NV_WRID_QP(wc->wr_id), c->nqps)].recv_outstanding--;
 
 	if (r->nreqs == 1 && (wc->wc_flags & IBV_WC_WITH_IMM)) {
@@ -187,6 +166,16 @@ static inline __attribute__((always_inline)) nv_status_t nv_wc_dispatch(struct n
 			r->done = 1;
 		break;
 	}
+	case NV_WR_EAGER: {
+		struct nv_request *r = &c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq];
+
+		c->qps[NV_WRID_QP(wc->wr_id) % (unsigned)c->nqps].outstanding -=
+			(int)NV_WRID_NWR(wc->wr_id);
+		r->done = 1;
+		break;
+	}
+	case NV_WR_ECOPY:
+		return nv_eager_copy_done((struct nv_recv_comm *)c, wc);
 	default: /* late probe completion: nothing to do */
 		break;
 	}
@@ -234,7 +223,7 @@ nv_comm_progress_errors(struct nv_comm *c, int d, struct ibv_wc *wc, int n)
 }
 
 /* Polls every CQ of the comm in batches until they are empty. */
-static nv_status_t nv_comm_progress(struct nv_comm *c)
+nv_status_t nv_comm_progress(struct nv_comm *c)
 {
 	struct ibv_wc wc[NV_CQ_POLL_BATCH];
 	int d = 0, k, n;
@@ -315,7 +304,7 @@ static inline nv_status_t nv_comm_idle(struct nv_comm *c, const struct nv_reques
 }
 
 /* isend's and irecv's waits: out of line, so their fast paths keep their registers. */
-static __attribute__((noinline)) nv_status_t nv_comm_idle_call(struct nv_comm *c)
+__attribute__((noinline)) nv_status_t nv_comm_idle_call(struct nv_comm *c)
 {
 	return nv_comm_idle(c, NULL);
 }
@@ -626,9 +615,13 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 		return NV_ERR_INVALID;
 	}
 	e = ((struct nv_send_ctrl *)c->ctrl)->fifo[s->head % NV_FIFO_SLOTS];
-	/* nothing of the slot has arrived: the poll of a sender waiting for the receiver */
-	if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != s->head + 1)
+	/* nothing of the slot has arrived: the poll of a sender waiting for the receiver,
+	 * or a small message that goes eager instead (order: comm.h) */
+	if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != s->head + 1) {
+		if (s->eager.max && size <= s->eager.max)
+			return nv_eager_isend(s, data, size, tag, mhandle, phandle, request);
 		return nv_comm_idle(c, NULL);
+	}
 	if (nv_likely(c->nq == 1 && size && size <= s->wr_bytes && /* one write carries it */
 		      e[0].nreqs == 1))
 		return nv_isend_single(s, e, data, size, tag, mhandle, phandle, request);
@@ -668,48 +661,14 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 		st = nv_send_post(s, sl);
 		if (st != NV_OK)
 			return st;
-		s->head++;
+		/* eager comms count messages: this slot stood for nreqs of them (comm.h) */
+		s->head += s->eager.max ? sl->nreqs : 1;
 	}
 	*request = req;
 	return NV_OK;
 }
 
 /* ---- receive --------------------------------------------------------------- */
-
-/*
- * Posts the clear-to-send of n entries of slot on CTS QP qi (q = &c->qps[qi]).
- * Inlined into both irecv paths, so the one-buffer path's n = 1 and its QP,
- * already computed, fold in.
- */
-static inline __attribute__((always_inline)) nv_status_t
-nv_recv_post_cts_q(struct nv_recv_comm *rc, struct nv_comm_qp *q, uint32_t qi, uint32_t slot, int n)
-{
-	struct nv_comm *c = &rc->base;
-	struct nv_recv_ctrl *ctrl = c->ctrl;
-	struct ibv_send_wr *wr = &rc->cts_wr, *bad;	/* constant fields preset */
-	struct ibv_sge *sge = &rc->cts_sge;
-
-	sge->addr = (uintptr_t)ctrl->shadow[slot];
-	sge->length = (uint32_t)(n * (int)sizeof(struct nv_cts_entry));
-	sge->lkey = c->dev[q->dev].ctrl_mr->lkey;
-	wr->wr.rdma.remote_addr = c->rctrl_addr + slot * sizeof(struct nv_cts_entry) * NV_MAX_RECVS;
-	wr->wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
-	wr->wr_id = NV_WRID(NV_WR_CTS, 0, qi, slot); /* nwr 0 unless signalled below */
-	q->outstanding++;
-	/* Signal often enough that a small send queue still drains (never all unsignalled). */
-	wr->send_flags = sge->length <= (uint32_t)q->max_inline ? IBV_SEND_INLINE : 0;
-	if (++q->unsignalled >= NV_CTS_SIGNAL_EVERY || q->unsignalled * 2 >= q->max_wr) {
-		wr->send_flags |= IBV_SEND_SIGNALED;
-		wr->wr_id = NV_WRID(NV_WR_CTS, q->unsignalled, qi, slot);
-		q->unsignalled = 0;
-	}
-	if (nv_ibv_post_send(q->qp, wr, &bad) != NV_OK) {
-		nv_comm_fail(c, NV_ERR_SYSTEM, "posting a clear-to-send on QP 0x%x to %s failed",
-			     q->qp->qp_num, c->peer);
-		return c->error;
-	}
-	return NV_OK;
-}
 
 static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *req, int n)
 {
@@ -840,6 +799,8 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	st = nv_comm_check(c, "irecv");
 	if (st != NV_OK)
 		return st == NV_FO_BUSY ? NV_OK : st;
+	if (rc->eager.max) /* every entry its own sequence (comm.h) */
+		return nv_eager_irecv(rc, n, data, sizes, tags, mhandles, phandles, request);
 	/* one registered buffer: the check below has nothing to refuse */
 	if (nv_likely(n == 1 && c->nq == 1 && c->ndevs == 1 && mhandles && mhandles[0]))
 		return nv_irecv_single(rc, data[0], sizes[0], tags[0], mhandles[0],
@@ -997,6 +958,9 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 	if (!r->done) {
 		st = nv_comm_progress(c);
 		if (st != NV_OK)
+			return st;
+		if (r->type == NV_REQ_RECV && ((struct nv_recv_comm *)c)->eager.max && !r->done &&
+		    (st = nv_eager_poll((struct nv_recv_comm *)c)) != NV_OK)
 			return st;
 		if (!r->done) {
 			st = nv_comm_idle(c, r);

@@ -146,6 +146,9 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 		"latency (us) reported to NCCL's tuner in the device properties"),
 	STR_ROW(NV_PARAM_VERBS_GDR_SYSFS_ROOT, "NCCL_VERBS_GDR_SYSFS_ROOT", "/", NULL,
 		"root under which GPUDirect peer-memory markers are looked up (testing)"),
+	INT_ROW(NV_PARAM_VERBS_EAGER_MAX, "NCCL_VERBS_EAGER_MAX", 4096, 0, 65536,
+		"eager path: messages up to this many bytes go without waiting for the clear-"
+		"to-send (one-device one-QP comms, both peers on); 0: off"),
 };
 
 struct nv_param_val {

@@ -238,10 +238,11 @@ static int nv_comm_data_access(const struct nv_comm *c)
 				       : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 }
 
-/* max_inline: bytes of inline data wanted (0 none); *got_inline: what the device granted. */
+/* max_inline: bytes of inline data wanted (0 none); *got_inline: what the device granted.
+ * send_sge: scatter entries per send WR (2: an eager sender's data + trailer). */
 static nv_status_t nv_comm_qp_create(struct nv_comm *c, struct nv_comm_dev *d, int send_wr,
 				     int recv_wr, int access, int max_inline, int *got_inline,
-				     struct ibv_qp **qp)
+				     int send_sge, struct ibv_qp **qp)
 {
 	struct ibv_qp_init_attr init;
 	nv_status_t st;
@@ -253,7 +254,7 @@ static nv_status_t nv_comm_qp_create(struct nv_comm *c, struct nv_comm_dev *d, i
 	init.qp_type = IBV_QPT_RC;
 	init.cap.max_send_wr = (uint32_t)send_wr;
 	init.cap.max_recv_wr = (uint32_t)recv_wr;
-	init.cap.max_send_sge = 1;
+	init.cap.max_send_sge = (uint32_t)send_sge;
 	init.cap.max_recv_sge = 1;
 	init.cap.max_inline_data = (uint32_t)max_inline;
 	st = nv_ibv_create_qp(d->pd, &init, qp);
@@ -291,7 +292,7 @@ nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps)
 		/* NCCL_IB_USE_INLINE: receivers send single clear-to-send entries inline */
 		st = nv_comm_qp_create(c, d, q->max_wr, q->max_recv, nv_comm_data_access(c),
 				       !send && use_inline ? (int)sizeof(struct nv_cts_entry) : 0,
-				       &q->max_inline, &q->qp);
+				       &q->max_inline, send && nv_eager_send_offer(c) ? 2 : 1, &q->qp);
 		if (st != NV_OK)
 			return st;
 	}
@@ -314,13 +315,24 @@ void nv_comm_fill_meta(struct nv_comm *c, int role, struct nv_meta *m)
 	if (c->type == NV_COMM_SEND) {
 		struct nv_send_ctrl *s = c->ctrl;
 
-		m->region_len = (uint32_t)(offsetof(struct nv_send_ctrl, probe_in) + 8);
+		m->region_len = (uint32_t)(nv_eager_send_offer(c) ? NV_SEND_CTRL_REMOTE_LEN_EAGER
+								 : NV_SEND_CTRL_REMOTE_LEN);
 		m->probe_addr = (uint64_t)(uintptr_t)&s->probe_in;
 	} else {
 		struct nv_recv_ctrl *r = c->ctrl;
 
+		const struct nv_eager_recv *E = &((const struct nv_recv_comm *)c)->eager;
+
 		m->region_len = (uint32_t)NV_RECV_CTRL_REMOTE_LEN;
 		m->probe_addr = (uint64_t)(uintptr_t)&r->probe_in;
+		if (E->max) { /* the sender announced eager and we set up the ring */
+			m->version = 4;
+			m->eager.ring_addr = (uint64_t)(uintptr_t)E->ring;
+			m->eager.ring_rkey = E->mr->rkey;
+			m->eager.max = E->max;
+			m->eager.entry = E->entry;
+			m->eager.slots = NV_EAGER_SLOTS;
+		}
 	}
 	for (i = 0; i < c->ndevs; i++) {
 		struct nv_comm_dev *d = &c->dev[i];
@@ -657,8 +669,9 @@ nv_status_t nv_comm_flush_qps(struct nv_comm *c)
 
 		d->flush_max = d->plan.flush_wr; /* counted in the CQ's depth */
 		st = nv_comm_qp_create(c, d, d->flush_max, 1,
-				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, 0, NULL,
-				       &d->flush_qp);
+				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+					       IBV_ACCESS_REMOTE_WRITE, /* eager copies to GPU */
+				       0, NULL, 1, &d->flush_qp);
 		if (st != NV_OK)
 			return st;
 		memset(&a, 0, sizeof(a));
@@ -712,6 +725,8 @@ nv_status_t nv_comm_destroy(struct nv_comm *c)
 			nv_keep_first(&first, nv_ibv_destroy_qp(c->qps[i].qp));
 		c->qps[i].qp = NULL;
 	}
+	if (c->type == NV_COMM_RECV)
+		nv_eager_ring_free((struct nv_recv_comm *)c);
 	for (i = 0; i < c->ndevs; i++) {
 		struct nv_comm_dev *d = &c->dev[i];
 
@@ -779,6 +794,7 @@ void nv_send_comm_ready(struct nv_send_comm *sc)
 	}
 	for (i = 0; i < NV_FIFO_SLOTS; i++)
 		sc->slots[i].seq = UINT64_MAX;
+	nv_eager_send_setup(sc);
 	sc->base.last_alive_ns = nv_now_ns();
 	nv_sock_keepalive(sc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
 	nv_hca_sink_watch(sc->base.dev[0].hca, &sc->base.sink, sc->base.fd);

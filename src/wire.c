@@ -97,6 +97,19 @@ struct nv_wire_meta {
 } __attribute__((packed));
 _Static_assert(sizeof(struct nv_wire_meta) == NV_WIRE_META_SIZE, "meta layout");
 
+/* Version 4: follows the version-3 META of a receiver (nv_meta_eager). */
+struct nv_wire_meta_eager {
+	uint64_t ring_addr;
+	uint32_t ring_rkey;
+	uint32_t max;
+	uint32_t entry;
+	uint16_t slots;
+	uint16_t rsvd0;
+	uint64_t rsvd1;
+} __attribute__((packed));
+_Static_assert(sizeof(struct nv_wire_meta_eager) == NV_WIRE_META_EAGER_SIZE, "eager layout");
+_Static_assert(NV_WIRE_META_SIZE_V4 == NV_WIRE_META_SIZE + NV_WIRE_META_EAGER_SIZE, "v4 meta");
+
 static const char *const nv_wire_status_names[NV_WST_MAX_] = {
 	[NV_WST_OK] = "ok",
 	[NV_WST_BAD_META] = "our connection metadata failed its validation",
@@ -188,7 +201,7 @@ void nv_wire_handle_encode(const struct nv_handle *h, void *buf)
 
 	memset(&w, 0, sizeof(w));
 	w.magic = htobe32(NV_WIRE_MAGIC);
-	w.version = htobe16(NV_WIRE_VERSION);
+	w.version = htobe16(NV_WIRE_VERSION_BASE);
 	w.family = h->family == AF_INET6 ? 6 : 4;
 	w.ndevs = h->ndevs;
 	w.port = htobe16(h->port);
@@ -212,10 +225,10 @@ nv_status_t nv_wire_handle_decode(const void *buf, size_t len, struct nv_handle 
 		return nv_wire_reject(why, why_len,
 				      "handle magic 0x%08x is not ours (0x%08x): not a Verbs "
 				      "plugin handle", be32toh(w.magic), NV_WIRE_MAGIC);
-	if (be16toh(w.version) != NV_WIRE_VERSION)
+	if (be16toh(w.version) != NV_WIRE_VERSION_BASE)
 		return nv_wire_reject(why, why_len,
 				      "handle protocol version %u, ours is %u: mixed plugin versions",
-				      be16toh(w.version), NV_WIRE_VERSION);
+				      be16toh(w.version), NV_WIRE_VERSION_BASE);
 	if ((w.family != 4 && w.family != 6) || w.rsvd1)
 		return nv_wire_reject(why, why_len, "handle address family %u invalid", w.family);
 	if (w.ndevs < 1 || w.ndevs > NV_WIRE_MAX_DEVS)
@@ -234,6 +247,13 @@ nv_status_t nv_wire_handle_decode(const void *buf, size_t len, struct nv_handle 
 	memcpy(h->secret, w.secret, sizeof(h->secret));
 	memcpy(h->gids, w.gids, sizeof(h->gids));
 	return NV_OK;
+}
+
+uint32_t nv_wire_payload_size_v(uint16_t type, uint16_t version)
+{
+	if (type == NV_MSG_META && version >= 4)
+		return NV_WIRE_META_SIZE_V4;
+	return nv_wire_payload_size(type);
 }
 
 uint32_t nv_wire_payload_size(uint16_t type)
@@ -256,7 +276,8 @@ void nv_wire_hdr_encode(const struct nv_msg_hdr *m, void *buf)
 
 	memset(&w, 0, sizeof(w));
 	w.magic = htobe32(NV_WIRE_MAGIC);
-	w.version = htobe16(NV_WIRE_VERSION);
+	/* version 0 (callers that leave it unset): the base version */
+	w.version = htobe16(m->version ? m->version : NV_WIRE_VERSION_BASE);
 	w.type = htobe16(m->type);
 	w.len = htobe32(m->len);
 	memcpy(buf, &w, sizeof(w));
@@ -276,10 +297,11 @@ nv_status_t nv_wire_hdr_decode(const void *buf, size_t len, struct nv_msg_hdr *m
 		return nv_wire_reject(why, why_len,
 				      "bad magic 0x%08x (garbage or not a Verbs plugin peer)",
 				      be32toh(w.magic));
-	if (be16toh(w.version) != NV_WIRE_VERSION)
-		return nv_wire_reject(why, why_len, "peer speaks protocol version %u, ours is %u",
-				      be16toh(w.version), NV_WIRE_VERSION);
-	want = nv_wire_payload_size(be16toh(w.type));
+	if (be16toh(w.version) < NV_WIRE_VERSION_MIN || be16toh(w.version) > NV_WIRE_VERSION)
+		return nv_wire_reject(why, why_len, "peer speaks protocol version %u, ours is %u "
+				      "(we also speak %u..%u)", be16toh(w.version), NV_WIRE_VERSION,
+				      NV_WIRE_VERSION_MIN, NV_WIRE_VERSION);
+	want = nv_wire_payload_size_v(be16toh(w.type), be16toh(w.version));
 	if (!want)
 		return nv_wire_reject(why, why_len, "unknown message type %u", be16toh(w.type));
 	if (be32toh(w.len) != want)
@@ -288,6 +310,7 @@ nv_status_t nv_wire_hdr_decode(const void *buf, size_t len, struct nv_msg_hdr *m
 	if (w.rsvd)
 		return nv_wire_reject(why, why_len, "reserved header bytes are not zero");
 	m->type = be16toh(w.type);
+	m->version = be16toh(w.version);
 	m->len = want;
 	return NV_OK;
 }
@@ -379,6 +402,47 @@ void nv_wire_meta_encode(const struct nv_meta *m, void *buf)
 		w->qp[i].ece_options = htobe32(m->qp[i].ece_options);
 		w->qp[i].ece_comp_mask = htobe32(m->qp[i].ece_comp_mask);
 	}
+	if (m->version >= 4) {
+		struct nv_wire_meta_eager *x = (struct nv_wire_meta_eager *)(w + 1);
+
+		memset(x, 0, sizeof(*x));
+		x->ring_addr = htobe64(m->eager.ring_addr);
+		x->ring_rkey = htobe32(m->eager.ring_rkey);
+		x->max = htobe32(m->eager.max);
+		x->entry = htobe32(m->eager.entry);
+		x->slots = htobe16(m->eager.slots);
+	}
+}
+
+/* The version-4 extension: a receiver's eager ring, checked against its fixed geometry. */
+static nv_status_t nv_wire_meta_eager_decode(const struct nv_wire_meta_eager *x,
+					     struct nv_meta *m, char *why, size_t why_len)
+{
+	struct nv_meta_eager *e = &m->eager;
+
+	if (m->role != NV_META_ROLE_RECV || m->ndevs != 1 || m->nqps != 1)
+		return nv_wire_reject(why, why_len, "eager ring offered by a %s with %u device(s) "
+				      "and %u QP(s) (only a one-device one-QP receiver may)",
+				      m->role == NV_META_ROLE_RECV ? "receiver" : "sender",
+				      m->ndevs, m->nqps);
+	if (x->rsvd0 || x->rsvd1)
+		return nv_wire_reject(why, why_len, "eager reserved bytes are not zero");
+	e->ring_addr = be64toh(x->ring_addr);
+	e->ring_rkey = be32toh(x->ring_rkey);
+	e->max = be32toh(x->max);
+	e->entry = be32toh(x->entry);
+	e->slots = be16toh(x->slots);
+	if (e->max < 1 || e->max > NV_EAGER_LIMIT || e->entry != NV_EAGER_ENTRY(e->max) ||
+	    e->slots != NV_EAGER_SLOTS)
+		return nv_wire_reject(why, why_len, "eager ring of %u entries of %u bytes for "
+				      "messages of %u bytes: not the fixed geometry (%d entries of "
+				      "NV_EAGER_ENTRY(max), max 1..%d)", e->slots, e->entry, e->max,
+				      NV_EAGER_SLOTS, NV_EAGER_LIMIT);
+	if (!e->ring_addr || (e->ring_addr & 63) || !e->ring_rkey ||
+	    e->ring_addr + (uint64_t)e->slots * e->entry < e->ring_addr)
+		return nv_wire_reject(why, why_len, "eager ring 0x%llx (rkey 0x%x) invalid",
+				      (unsigned long long)e->ring_addr, e->ring_rkey);
+	return NV_OK;
 }
 
 static nv_status_t nv_wire_meta_dev_decode(const struct nv_wire_meta_dev *w, int i,
@@ -495,10 +559,11 @@ nv_status_t nv_wire_meta_decode(const void *buf, size_t len, struct nv_meta *m, 
 	nv_status_t st;
 	int i;
 
-	if (!buf || len != sizeof(*pw))
-		return nv_wire_reject(why, why_len, "metadata has %zu bytes, expected %zu", len,
-				      sizeof(*pw));
+	if (!buf || (len != sizeof(*pw) && len != NV_WIRE_META_SIZE_V4))
+		return nv_wire_reject(why, why_len, "metadata has %zu bytes, expected %zu or %d",
+				      len, sizeof(*pw), NV_WIRE_META_SIZE_V4);
 	memset(m, 0, sizeof(*m));
+	m->version = len == NV_WIRE_META_SIZE_V4 ? 4 : 3;
 	st = nv_wire_meta_head_decode(pw, m, why, why_len);
 	if (st != NV_OK)
 		return st;
@@ -515,5 +580,9 @@ nv_status_t nv_wire_meta_decode(const void *buf, size_t len, struct nv_meta *m, 
 		if (m->dev[i].link_layer != m->dev[0].link_layer)
 			return nv_wire_reject(why, why_len, "devices mix link layers");
 	}
-	return nv_wire_meta_qps_decode(pw, m, why, why_len);
+	st = nv_wire_meta_qps_decode(pw, m, why, why_len);
+	if (st != NV_OK || m->version < 4)
+		return st;
+	return nv_wire_meta_eager_decode((const struct nv_wire_meta_eager *)(pw + 1), m, why,
+					 why_len);
 }

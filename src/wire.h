@@ -10,7 +10,11 @@
  *    decoders trust nothing: each returns NV_OK or NV_ERR_REMOTE with a
  *    one-line reason in *why (never the peer's text, only ours).
  *  - Protocol version NV_WIRE_VERSION is bumped whenever a layout changes;
- *    peers with another version are refused with a message naming both.
+ *    peers outside NV_WIRE_VERSION_MIN..NV_WIRE_VERSION are refused with a
+ *    message naming both. Version 4 (eager ring) is spoken by the listener
+ *    only, in its META reply, to a connector that announced it (see
+ *    nv_meta.eager_capable); everything else stays version 3, so a v3 peer
+ *    and a v4 peer still connect (eager off).
  *  - Pure functions: no verbs, no sockets, no logging (the fuzzers call them).
  */
 #ifndef NV_WIRE_H
@@ -21,7 +25,10 @@
 #include "nv_common.h"
 
 #define NV_WIRE_MAGIC 0x4e564d31u /* "NVM1" */
-#define NV_WIRE_VERSION 3 /* 2: keyed path probe, connector confirms the proof; 3: listener GIDs */
+#define NV_WIRE_VERSION 4 /* 2: keyed path probe, connector confirms the proof; 3: listener GIDs;
+			   * 4: the receiver's META carries its eager ring (nv_meta_eager) */
+#define NV_WIRE_VERSION_MIN 3	/* oldest version we still speak (no eager) */
+#define NV_WIRE_VERSION_BASE 3	/* handle, hello, status, the sender's META */
 #define NV_WIRE_SECRET_LEN 32
 #define NV_WIRE_HANDLE_SIZE 96 /* <= NCCL_NET_HANDLE_MAXSIZE (128) */
 #define NV_WIRE_HANDLE_GIDS 2  /* listener's RoCE GIDs (NCCL_IB_SUBNET_AWARE_ROUTING) */
@@ -55,7 +62,8 @@ enum nv_msg_type {
 /* Every handshake message starts with this header (16 bytes on the wire). */
 struct nv_msg_hdr {
 	uint16_t type;		/* enum nv_msg_type */
-	uint32_t len;		/* payload bytes that follow; fixed per type */
+	uint16_t version;	/* NV_WIRE_VERSION_MIN..NV_WIRE_VERSION (decode: the peer's) */
+	uint32_t len;		/* payload bytes that follow; fixed per type and version */
 };
 #define NV_WIRE_HDR_SIZE 16
 #define NV_WIRE_HELLO_SIZE 48
@@ -103,6 +111,25 @@ struct nv_meta_qp {
 	uint32_t ece_comp_mask;
 };
 
+/*
+ * Version 4 only, receiver -> sender: where the sender may RDMA-write eager
+ * messages (the ring, one rkey: eager comms have one device and one QP).
+ * Entry geometry is fixed by max: NV_EAGER_ENTRY(max) bytes per entry,
+ * NV_EAGER_SLOTS entries; the decoder checks both.
+ */
+#define NV_EAGER_SLOTS 32		/* ring entries == NV_FIFO_SLOTS */
+#define NV_EAGER_LIMIT 65536		/* largest NCCL_VERBS_EAGER_MAX */
+#define NV_EAGER_TRAILER 16		/* struct nv_eager_trailer */
+#define NV_EAGER_ENTRY(max) ((((uint32_t)(max) + NV_EAGER_TRAILER) + 63u) & ~63u)
+struct nv_meta_eager {
+	uint64_t ring_addr;	/* 64-byte aligned */
+	uint32_t ring_rkey;
+	uint32_t max;		/* the receiver's NCCL_VERBS_EAGER_MAX, 1..NV_EAGER_LIMIT */
+	uint32_t entry;		/* == NV_EAGER_ENTRY(max) */
+	uint16_t slots;		/* == NV_EAGER_SLOTS */
+};
+#define NV_WIRE_META_EAGER_SIZE 32
+
 #define NV_META_ROLE_SEND 1
 #define NV_META_ROLE_RECV 2
 
@@ -119,8 +146,19 @@ struct nv_meta {
 	uint64_t probe_addr;	/* word the peer's path probe writes (same MR) */
 	struct nv_meta_dev dev[NV_WIRE_MAX_DEVS];
 	struct nv_meta_qp qp[NV_WIRE_MAX_QPS];
+	/* Not fields of the version-3 layout: */
+	uint16_t version;	/* encode: layout to write (3, or 4 with eager); decode: the peer's */
+	struct nv_meta_eager eager; /* version 4 (receiver role) only, else all zero */
 };
-#define NV_WIRE_META_SIZE (32 + NV_WIRE_MAX_DEVS * 64 + NV_WIRE_MAX_QPS * 20)
+#define NV_WIRE_META_SIZE (32 + NV_WIRE_MAX_DEVS * 64 + NV_WIRE_MAX_QPS * 20)	/* version 3 */
+#define NV_WIRE_META_SIZE_V4 (NV_WIRE_META_SIZE + NV_WIRE_META_EAGER_SIZE)
+/*
+ * A sender that can take eager messages announces it in its (version 3)
+ * META: its writable region (addr, region_len) ends with the 8-byte eager
+ * credit word (struct nv_send_ctrl.eager_grant), one word longer than a v3
+ * sender's, which v3 listeners accept as they accept any region. The
+ * listener that sees it and has eager on answers with version 4.
+ */
 
 void nv_wire_handle_encode(const struct nv_handle *h, void *buf /* NV_WIRE_HANDLE_SIZE */);
 nv_status_t nv_wire_handle_decode(const void *buf, size_t len, struct nv_handle *h,
@@ -130,8 +168,10 @@ void nv_wire_hdr_encode(const struct nv_msg_hdr *m, void *buf /* NV_WIRE_HDR_SIZ
 /* Validates magic, version, type and the exact payload length of the type. */
 nv_status_t nv_wire_hdr_decode(const void *buf, size_t len, struct nv_msg_hdr *m,
 			       char *why, size_t why_len);
-/* Payload size of a valid message type, 0 for an unknown one. */
+/* Payload size of a valid message type (version 3), 0 for an unknown one. */
 uint32_t nv_wire_payload_size(uint16_t type);
+/* The same in a given version (META is longer in version 4). */
+uint32_t nv_wire_payload_size_v(uint16_t type, uint16_t version);
 
 void nv_wire_hello_encode(const struct nv_hello *h, void *buf /* NV_WIRE_HELLO_SIZE */);
 nv_status_t nv_wire_hello_decode(const void *buf, size_t len, struct nv_hello *h,
@@ -141,7 +181,9 @@ void nv_wire_status_encode(uint32_t code, void *buf /* NV_WIRE_STATUS_SIZE */);
 nv_status_t nv_wire_status_decode(const void *buf, size_t len, uint32_t *code,
 				  char *why, size_t why_len);
 
-void nv_wire_meta_encode(const struct nv_meta *m, void *buf /* NV_WIRE_META_SIZE */);
+/* Writes nv_wire_payload_size(NV_MSG_META, m->version) bytes. */
+void nv_wire_meta_encode(const struct nv_meta *m, void *buf /* NV_WIRE_META_SIZE_V4 */);
+/* len selects the layout: NV_WIRE_META_SIZE (v3) or _V4 (v4, receiver role only). */
 nv_status_t nv_wire_meta_decode(const void *buf, size_t len, struct nv_meta *m,
 				char *why, size_t why_len);
 

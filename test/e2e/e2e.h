@@ -91,6 +91,8 @@ ncclResult_t e2e_make_vdevice(struct e2e_net *n, int ndevs, const int *devs, int
 
 /* ---- helpers ------------------------------------------------------------------ */
 double e2e_now(void);
+/* NCCL_VERBS_EAGER_MAX in effect (the environment's, else the default 4096). */
+long e2e_eager_max(void);
 /* Index of the device whose name starts with prefix, or -1. */
 int e2e_find_dev(struct e2e_net *n, const char *prefix);
 /* Connects and accepts from this one thread, interleaved; fails the test on error. */

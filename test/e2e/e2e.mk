@@ -45,7 +45,21 @@ check_PROGRAMS += test/e2e/e2e_cq
 test_e2e_e2e_cq_SOURCES = test/e2e/e2e_cq.c
 test_e2e_e2e_cq_LDADD = $(E2E_LDADD)
 
+check_PROGRAMS += test/e2e/e2e_eager
+test_e2e_e2e_eager_SOURCES = test/e2e/e2e_eager.c
+test_e2e_e2e_eager_LDADD = $(E2E_LDADD)
+
 E2E_TESTS = test/e2e/e2e_loopback test/e2e/e2e_versions test/e2e/e2e_handshake \
 	test/e2e/e2e_kill test/e2e/e2e_multi test/e2e/e2e_errors test/e2e/e2e_gpu \
-	test/e2e/e2e_vnic test/e2e/e2e_cq
+	test/e2e/e2e_vnic test/e2e/e2e_cq test/e2e/e2e_eager
 TESTS += $(E2E_TESTS)
+
+# The data-path tests once more with the eager path off (NCCL_VERBS_EAGER_MAX=0;
+# test/e2e/eager0.sh runs test/e2e/<name> for test/e2e/eager0/<name>.eager0).
+# The extension is listed in TEST_EXTENSIONS (test/fault/fault.mk).
+E2E_EAGER0_TESTS = test/e2e/eager0/e2e_loopback.eager0 test/e2e/eager0/e2e_multi.eager0 \
+	test/e2e/eager0/e2e_cq.eager0 test/e2e/eager0/e2e_errors.eager0 \
+	test/e2e/eager0/e2e_versions.eager0
+TESTS += $(E2E_EAGER0_TESTS)
+EAGER0_LOG_COMPILER = $(SHELL) $(abs_top_srcdir)/test/e2e/eager0.sh
+EXTRA_DIST += test/e2e/eager0.sh $(E2E_EAGER0_TESTS)

@@ -50,7 +50,10 @@ void e2e_script_send(struct e2e_net *n, void *sc, char *buf, void *mh, int big, 
 	/* truncation: 4000 bytes into a 1000-byte receive */
 	e2e_fill(buf, 4000, salt + 1000);
 	E2E_OK(e2e_wait(n, e2e_isend_wait(n, sc, buf, 4000, 5, mh, T), &s, T));
-	if (s != 1000)
+	/* the clear-to-send path clips to the receive; an eager send (4000 bytes is
+	 * within the default NCCL_VERBS_EAGER_MAX) left before it knew the receive
+	 * and reports what it sent (the receiver still gets 1000, checked there) */
+	if (s != 1000 && !(s == 4000 && e2e_eager_max() >= 4000))
 		E2E_FAIL("v%d truncated send reported %d bytes, expected 1000", n->ver, s);
 	/* grouped: 8 sends, tags in reverse order of the posted receives */
 	for (k = 7; k >= 0; k--) {

@@ -16,6 +16,13 @@
 
 #include "e2e.h"
 
+long e2e_eager_max(void)
+{
+	const char *v = getenv("NCCL_VERBS_EAGER_MAX");
+
+	return v && *v ? strtol(v, NULL, 0) : 4096;
+}
+
 double e2e_now(void)
 {
 	struct timespec ts;

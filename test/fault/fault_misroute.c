@@ -37,7 +37,7 @@ enum { MODE_NONE, MODE_LISTENER_WORD, MODE_CONNECTOR_WORD };
 
 struct pipe_dir {
 	int from, to;
-	uint8_t buf[NV_WIRE_HDR_SIZE + NV_WIRE_META_SIZE];
+	uint8_t buf[NV_WIRE_HDR_SIZE + NV_WIRE_META_SIZE_V4]; /* the longest META */
 	size_t have;
 	int rewrite;		/* rewrite the META passing this way */
 };
@@ -104,12 +104,12 @@ static void proxy_close(struct proxy *p)
 }
 
 /* The other side's path-check write goes to the word before the probe word (same MR). */
-static void rewrite_meta(uint8_t *msg)
+static void rewrite_meta(uint8_t *msg, size_t len)
 {
 	struct nv_meta m;
 	char why[NV_WIRE_WHY_LEN];
 
-	FH_CHECK(nv_wire_meta_decode(msg + NV_WIRE_HDR_SIZE, NV_WIRE_META_SIZE, &m, why,
+	FH_CHECK(nv_wire_meta_decode(msg + NV_WIRE_HDR_SIZE, len, &m, why,
 				     sizeof(why)) == NV_OK, "proxy: metadata undecodable: %s", why);
 	FH_CHECK(m.probe_addr >= m.addr + 8, "proxy: no word before the probe word");
 	m.probe_addr -= 8;
@@ -143,7 +143,7 @@ static int pump(struct pipe_dir *d)
 		if (want == NV_WIRE_HDR_SIZE)
 			continue; /* header complete: now its payload */
 		if (h.type == NV_MSG_META && d->rewrite)
-			rewrite_meta(d->buf);
+			rewrite_meta(d->buf, h.len);
 		FH_CHECK(fh_write_all(d->to, d->buf, want) == 0, "proxy: forwarding failed");
 		d->have = 0;
 	}

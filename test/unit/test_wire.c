@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "cts.h"
 #include "wire.h"
 
 #include "nvtest.h"
@@ -66,7 +67,7 @@ static void test_handle(void)
 	buf[5] = 9;
 	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
 	CHECK(strstr(why, "version") != NULL);
-	buf[5] = NV_WIRE_VERSION;
+	buf[5] = NV_WIRE_VERSION_BASE;
 	buf[6] = 5;
 	CHECK(nv_wire_handle_decode(buf, 128, &d, why, sizeof(why)) == NV_ERR_REMOTE);
 	buf[6] = 6;
@@ -142,6 +143,7 @@ static void fill_meta(struct nv_meta *m)
 	int i;
 
 	memset(m, 0, sizeof(*m));
+	m->version = 3; /* what the decoder reports for a version-3 layout */
 	m->role = NV_META_ROLE_SEND;
 	m->ndevs = 2;
 	m->nqps = 4;
@@ -263,11 +265,98 @@ static void test_meta(void)
 	}
 }
 
+/* Version 4: a one-device one-QP receiver's META with its eager ring. */
+static void test_meta_eager(void)
+{
+	static uint8_t buf[NV_WIRE_META_SIZE_V4];
+	static struct nv_meta m, d;
+	struct nv_msg_hdr h = { .type = NV_MSG_META, .version = 4, .len = NV_WIRE_META_SIZE_V4 }, hd;
+	uint8_t hb[NV_WIRE_HDR_SIZE];
+	uint8_t *x = buf + NV_WIRE_META_SIZE; /* the extension */
+	size_t i;
+
+	fill_meta(&m);
+	m.role = NV_META_ROLE_RECV;
+	m.ndevs = 1;
+	m.nqps = 1;
+	memset(&m.dev[1], 0, sizeof(m.dev[1]));
+	memset(&m.qp[1], 0, 3 * sizeof(m.qp[1]));
+	m.qp[0].dev = 0;
+	m.split = 0;
+	m.version = 4;
+	m.eager.ring_addr = 0x7f0000200000ULL;
+	m.eager.ring_rkey = 0x4321;
+	m.eager.max = 4096;
+	m.eager.entry = NV_EAGER_ENTRY(4096);
+	m.eager.slots = NV_EAGER_SLOTS;
+	CHECK(NV_EAGER_ENTRY(4096) == 4160 && NV_EAGER_ENTRY(0) == 64 && NV_EAGER_ENTRY(48) == 64);
+	nv_wire_meta_encode(&m, buf);
+	CHECK(nv_wire_meta_decode(buf, sizeof(buf), &d, why, sizeof(why)) == NV_OK);
+	CHECK(!memcmp(&m, &d, sizeof(m)));
+	/* the version-3 prefix alone: no eager */
+	CHECK(nv_wire_meta_decode(buf, NV_WIRE_META_SIZE, &d, why, sizeof(why)) == NV_OK);
+	CHECK(d.version == 3 && d.eager.max == 0);
+	/* the header tells which length a META has */
+	nv_wire_hdr_encode(&h, hb);
+	CHECK(nv_wire_hdr_decode(hb, sizeof(hb), &hd, why, sizeof(why)) == NV_OK);
+	CHECK(hd.version == 4 && hd.len == NV_WIRE_META_SIZE_V4);
+	CHECK(nv_wire_payload_size_v(NV_MSG_META, 3) == NV_WIRE_META_SIZE);
+	CHECK(nv_wire_payload_size_v(NV_MSG_STATUS, 4) == NV_WIRE_STATUS_SIZE);
+	/* every byte of geometry and reserved fields is checked, and the ring's alignment */
+	for (i = 7; i < NV_WIRE_META_EAGER_SIZE; i += i == 7 ? 5 : 1) {
+		uint8_t save = x[i];
+
+		x[i] ^= 0x41;
+		CHECK(nv_wire_meta_decode(buf, sizeof(buf), &d, why, sizeof(why)) != NV_OK);
+		x[i] = save;
+	}
+	/* only a receiver of one device and one QP may offer a ring */
+	m.role = NV_META_ROLE_SEND;
+	nv_wire_meta_encode(&m, buf);
+	CHECK(nv_wire_meta_decode(buf, sizeof(buf), &d, why, sizeof(why)) != NV_OK);
+	CHECK(strstr(why, "eager ring offered") != NULL);
+	m.role = NV_META_ROLE_RECV;
+	m.eager.max = NV_EAGER_LIMIT + 1;
+	m.eager.entry = NV_EAGER_ENTRY(m.eager.max);
+	nv_wire_meta_encode(&m, buf);
+	CHECK(nv_wire_meta_decode(buf, sizeof(buf), &d, why, sizeof(why)) != NV_OK);
+	m.eager.max = 64;
+	m.eager.entry = NV_EAGER_ENTRY(64);
+	m.eager.ring_addr = UINT64_MAX & ~63ULL; /* wraps */
+	nv_wire_meta_encode(&m, buf);
+	CHECK(nv_wire_meta_decode(buf, sizeof(buf), &d, why, sizeof(why)) != NV_OK);
+	m.eager.ring_addr = 0x7f0000200000ULL;
+	m.eager.ring_rkey = 0;
+	nv_wire_meta_encode(&m, buf);
+	CHECK(nv_wire_meta_decode(buf, sizeof(buf), &d, why, sizeof(why)) != NV_OK);
+}
+
+/* Ring trailers the peer wrote: arrival by sequence, size within the limit. */
+static void test_eager_trailer(void)
+{
+	struct nv_eager_trailer t = { .size = 8, .tag = 3, .seq = 11 };
+	char w[160];
+
+	CHECK(nv_eager_trailer_check(&t, 10, 4096, w, sizeof(w)) == 1);
+	CHECK(nv_eager_trailer_check(&t, 11, 4096, w, sizeof(w)) == 0); /* an older one */
+	CHECK(nv_eager_trailer_check(&t, 42, 4096, w, sizeof(w)) == 0);
+	t.size = 4097;
+	CHECK(nv_eager_trailer_check(&t, 10, 4096, w, sizeof(w)) == -1);
+	CHECK(strstr(w, "4097 bytes") && strstr(w, "limit of 4096"));
+	CHECK(nv_eager_trailer_check(&t, 10, 4096, NULL, 0) == -1);
+	t.size = 0;
+	CHECK(nv_eager_trailer_check(&t, 10, 4096, NULL, 0) == 1);
+	t.size = UINT32_MAX;
+	CHECK(nv_eager_trailer_check(&t, 10, NV_EAGER_LIMIT, NULL, 0) == -1);
+}
+
 int main(void)
 {
 	test_handle();
 	test_hdr();
 	test_hello_status();
 	test_meta();
+	test_meta_eager();
+	test_eager_trailer();
 	return nvt_exit("test_wire");
 }

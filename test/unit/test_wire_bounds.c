@@ -51,8 +51,8 @@ static char *why_buf(void)
 static const struct row rows[] = {
 	/* ---- handle: magic 0, version 4, family 6, ndevs 7, port 8, rsvd 10, scope 12, addr 16 */
 	{ HANDLE, 0, 4, 0x4e564d32, "magic" },
-	{ HANDLE, 4, 2, NV_WIRE_VERSION + 1, "protocol version" },
-	{ HANDLE, 4, 2, NV_WIRE_VERSION - 1, "protocol version" },
+	{ HANDLE, 4, 2, NV_WIRE_VERSION_BASE + 1, "protocol version" },
+	{ HANDLE, 4, 2, NV_WIRE_VERSION_BASE - 1, "protocol version" },
 	{ HANDLE, 6, 1, 6, OK },
 	{ HANDLE, 6, 1, 5, "address family" },
 	{ HANDLE, 6, 1, 0, "address family" },
@@ -70,6 +70,8 @@ static const struct row rows[] = {
 	/* ---- header: magic 0, version 4, type 6, len 8, rsvd 12 ------------------------- */
 	{ HDR, 0, 4, 0, "magic" },
 	{ HDR, 4, 2, NV_WIRE_VERSION + 1, "protocol version" },
+	{ HDR, 4, 2, NV_WIRE_VERSION_MIN - 1, "protocol version" },
+	{ HDR, 4, 2, 4, "length" },	/* a version-4 META is NV_WIRE_META_SIZE_V4 long */
 	{ HDR, 6, 2, NV_MSG_HELLO, "length" },	/* a META's length with another type */
 	{ HDR, 6, 2, 0, "unknown message type" },
 	{ HDR, 6, 2, NV_MSG_STATUS + 1, "unknown message type" },

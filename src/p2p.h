@@ -1,0 +1,91 @@
+/*
+ * p2p.h - what the data-path files (p2p.c, eager.c) share: the request pool,
+ * CQ progress, the liveness check and the clear-to-send post. Not for the
+ * layers below.
+ */
+#ifndef NV_P2P_H
+#define NV_P2P_H
+
+#include "comm.h"
+#include "ibv.h"
+#include "prof.h"
+
+static inline struct nv_request *nv_req_get(struct nv_comm *c, int type)
+{
+	struct nv_request *r;
+
+	if (c->free_head < 0)
+		return NULL;
+	r = &c->reqs[c->free_head];
+	c->free_head = r->next_free;
+	r->type = (uint8_t)type;
+	r->done = 0;
+	r->pending = 0;
+	r->nreqs = 1;
+	return r;
+}
+
+static inline void nv_req_put(struct nv_comm *c, struct nv_request *r)
+{
+	if (nv_unlikely(r->prof_nev))
+		nv_prof_stop_all(r);
+	r->type = NV_REQ_FREE;
+	r->next_free = (int16_t)c->free_head;
+	c->free_head = r->idx;
+}
+
+/* Polls every CQ of the comm in batches until they are empty; NV_OK or the sticky error. */
+nv_status_t nv_comm_progress(struct nv_comm *c);
+/* A call that found nothing to do and returns no request: the comm's peer-liveness check. */
+nv_status_t nv_comm_idle_call(struct nv_comm *c);
+
+/*
+ * Posts the clear-to-send of n entries of slot on CTS QP qi (q = &c->qps[qi]).
+ * Inlined into both irecv paths, so the one-buffer path's n = 1 and its QP,
+ * already computed, fold in.
+ */
+static inline __attribute__((always_inline)) nv_status_t
+nv_recv_post_cts_q(struct nv_recv_comm *rc, struct nv_comm_qp *q, uint32_t qi, uint32_t slot, int n)
+{
+	struct nv_comm *c = &rc->base;
+	struct nv_recv_ctrl *ctrl = c->ctrl;
+	struct ibv_send_wr *wr = &rc->cts_wr, *bad;	/* constant fields preset */
+	struct ibv_sge *sge = &rc->cts_sge;
+
+	sge->addr = (uintptr_t)ctrl->shadow[slot];
+	sge->length = (uint32_t)(n * (int)sizeof(struct nv_cts_entry));
+	sge->lkey = c->dev[q->dev].ctrl_mr->lkey;
+	wr->wr.rdma.remote_addr = c->rctrl_addr + slot * sizeof(struct nv_cts_entry) * NV_MAX_RECVS;
+	wr->wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
+	wr->wr_id = NV_WRID(NV_WR_CTS, 0, qi, slot); /* nwr 0 unless signalled below */
+	q->outstanding++;
+	/* Signal often enough that a small send queue still drains (never all unsignalled). */
+	wr->send_flags = sge->length <= (uint32_t)q->max_inline ? IBV_SEND_INLINE : 0;
+	if (++q->unsignalled >= NV_CTS_SIGNAL_EVERY || q->unsignalled * 2 >= q->max_wr) {
+		wr->send_flags |= IBV_SEND_SIGNALED;
+		wr->wr_id = NV_WRID(NV_WR_CTS, q->unsignalled, qi, slot);
+		q->unsignalled = 0;
+	}
+	if (nv_ibv_post_send(q->qp, wr, &bad) != NV_OK) {
+		nv_comm_fail(c, NV_ERR_SYSTEM, "posting a clear-to-send on QP 0x%x to %s failed",
+			     q->qp->qp_num, c->peer);
+		return c->error;
+	}
+	return NV_OK;
+}
+
+/* ---- eager protocol (eager.c; comm.h has the protocol) ---------------------- */
+/* isend of at most s->eager.max bytes whose clear-to-send has not arrived. */
+nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int tag,
+			   void *mhandle, void *phandle, void **request);
+/* irecv on a comm with eager on (every entry one sequence). */
+nv_status_t nv_eager_irecv(struct nv_recv_comm *rc, int n, void **data, size_t *sizes, int *tags,
+			   void **mhandles, void **phandles, void **request);
+/* A WRITE_WITH_IMM completion on an eager comm (matched by order, not wr_id). */
+nv_status_t nv_eager_recv_cqe(struct nv_recv_comm *rc, const struct ibv_wc *wc);
+/* A loopback copy into a GPU buffer completed. */
+nv_status_t nv_eager_copy_done(struct nv_recv_comm *rc, const struct ibv_wc *wc);
+/* Delivers the ring entries that arrived, in sequence order; NV_OK or the sticky error. */
+nv_status_t nv_eager_poll(struct nv_recv_comm *rc);
+
+#endif /* NV_P2P_H */
