@@ -15,6 +15,11 @@
 #             on simverbs, which completes loopback work inside ibv_post_send,
 #             every round makes the same calls, so this count does not depend
 #             on load and repeats to the instruction
+#   send-first  the same rounds, each trying its isend before its irecv
+#             (--self --send-first): a message that may go eager goes before
+#             its clear-to-send exists (ours: NCCL_VERBS_EAGER_MAX); a plugin
+#             without an eager path pays a null isend per round instead
+#             (not in the default CC_PATTERNS)
 #   latency   two processes, the 8-byte-style ping-pong of nccl-net-bench -t
 #             latency (2 messages per iteration, both ranks counted)
 #   sendrecv  two processes, one direction (1 message per iteration)
@@ -113,9 +118,9 @@ calls() {
 run() {
 	local vg=(valgrind --tool=callgrind --callgrind-out-file="$5.%p")
 	case $1 in
-	loopback)
+	loopback | send-first)
 		"${vg[@]}" --toggle-collect=nb_self_rounds "$BENCH" --self -p "$2" -b "$3" -n "$4" \
-			-w 10 --calls ;;
+			-w 10 --calls $([ "$1" = send-first ] && echo --send-first) ;;
 	idle-test | idle-isend)
 		"${vg[@]}" --toggle-collect=nb_self_idle "$BENCH" --self --idle "${1#idle-}" -p "$2" \
 			-b "$3" -n "$4" -w 10 --calls ;;
@@ -190,7 +195,7 @@ row() {
 	echo
 }
 two_proc=0
-for pat in $patterns; do [ "$pat" = loopback ] || two_proc=1; done
+for pat in $patterns; do case $pat in loopback | send-first) ;; *) two_proc=1 ;; esac; done
 for s in $sizes; do
 	ct=() cs=()
 	for i in "${!plugins[@]}"; do
@@ -205,8 +210,8 @@ for s in $sizes; do
 	for pat in $patterns; do
 		vals=() raws=()
 		for i in "${!plugins[@]}"; do
-			if [ "$pat" = loopback ]; then
-				vals+=("$(pair loopback "${plugins[$i]}" "$s" "${objs[$i]}" "$n1" "$n2" |
+			if [ "$pat" = loopback ] || [ "$pat" = send-first ]; then
+				vals+=("$(pair "$pat" "${plugins[$i]}" "$s" "${objs[$i]}" "$n1" "$n2" |
 					awk -v n=$((n2 - n1)) '{ printf "%.0f\n", $1 / n }')")
 				continue
 			fi

@@ -29,6 +29,7 @@ struct nb_self {
 	void *smh, *rmh;
 	char *sbuf, *rbuf;
 	size_t size;
+	int send_first;		/* --send-first: each round tries its isend before its irecv */
 };
 
 static int nb_self_connect(struct nb_self *s, int dev)
@@ -49,12 +50,20 @@ static int nb_self_connect(struct nb_self *s, int dev)
 	return 0;
 }
 
-/* Both requests posted (irecv first, so isend finds the receiver's CTS) and tested done. */
+/*
+ * Both requests posted (irecv first, so isend finds the receiver's CTS; with
+ * --send-first one isend comes first, which an eager plugin takes at once)
+ * and tested done.
+ */
 static int nb_self_round(struct nb_self *s, int tag)
 {
 	void *rreq = NULL, *sreq = NULL;
 	int rdone = 0, sdone = 0, got = 0;
 	size_t sz = s->size;
+
+	if (s->send_first &&
+	    nb_net_isend(s->net, s->scomm, s->sbuf, s->size, tag, s->smh, &sreq) != 0)
+		return -1;
 
 	while (!rreq) {
 		if (nb_net_irecv(s->net, s->rcomm, 1, (void **)&s->rbuf, &sz, &tag, &s->rmh,
@@ -205,9 +214,10 @@ static __attribute__((noinline)) int nb_self_idle(struct nb_self *s, int kind, i
 	return 0;
 }
 
-int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds, int idle)
+int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds, int idle,
+		int send_first)
 {
-	struct nb_self s = { .net = net, .size = size };
+	struct nb_self s = { .net = net, .size = size, .send_first = send_first };
 	size_t alloc = size ? (size + 4095) & ~(size_t)4095 : 4096;
 	int rc = -1;
 

@@ -105,6 +105,8 @@ static void nb_usage(FILE *f)
 "      --idle test|isend with --self: after the -w rounds, -n calls that find\n"
 "                        nothing to do (test() of a receive nothing is sent to,\n"
 "                        or isend() before any receive is posted), then one round\n"
+"      --send-first      with --self: each round tries its isend before its irecv\n"
+"                        (a plugin with an eager path sends at once)\n"
 "      --calls           per rank: isend/irecv calls (and how many returned no\n"
 "                        request), test() calls (and how many returned not done)\n"
 "      --profile FILE    hand the plugin (ncclNet v10+) a profiler callback that\n"
@@ -150,6 +152,7 @@ static const struct option nb_longopts[] = {
 	{ "stats", no_argument, NULL, 9 }, { "help", no_argument, NULL, 'h' },
 	{ "self", no_argument, NULL, 10 }, { "profile", required_argument, NULL, 11 },
 	{ "vdev", required_argument, NULL, 12 }, { "idle", required_argument, NULL, 13 },
+	{ "send-first", no_argument, NULL, 24 },
 	{ "calls", no_argument, NULL, 14 },
 	{ "version", no_argument, NULL, 256 }, { NULL, 0, NULL, 0 }
 };
@@ -195,6 +198,7 @@ static int nb_opt_one(struct nb_opts *o, int ch, const char *arg)
 	case 12: o->vdev = arg; return 0;
 	case 13: return nb_idle_parse(arg, &o->idle);
 	case 14: o->calls = 1; return 0;
+	case 24: o->send_first = 1; return 0;
 	default: return -1;
 	}
 }
@@ -554,7 +558,7 @@ static int nb_self(const struct nb_opts *o)
 	if ((o->profile && nb_prof_open(o->profile, -1) != 0) ||
 	    nb_open_plugin(&net, o->plugins[0], o, &c) != 0)
 		return 1;
-	rc = nb_self_run(&net, c.dev, o->minbytes, o->warmup, o->iters, o->idle);
+	rc = nb_self_run(&net, c.dev, o->minbytes, o->warmup, o->iters, o->idle, o->send_first);
 	if (o->calls)
 		nb_net_print_calls(&net, -1);
 	nb_net_unload(&net);

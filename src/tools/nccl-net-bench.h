@@ -259,6 +259,7 @@ struct nb_opts {
 	int stats;
 	int self;			/* --self: one-process loopback rounds */
 	int idle;			/* --idle: 0 off, NB_IDLE_TEST, NB_IDLE_ISEND */
+	int send_first;			/* --send-first: --self rounds try isend before irecv */
 	int calls;			/* --calls: print nb_net.calls per rank */
 	const char *profile;		/* --profile FILE */
 };
@@ -301,7 +302,8 @@ double nb_test_bytes(int t, const struct nb_ctx *c, size_t size, double *busfact
 #define NB_IDLE_ISEND 2		/* isend() before the receiver posted anything */
 int nb_idle_parse(const char *arg, int *idle);
 /* idle 0: warmup + rounds rounds; else warmup rounds, `rounds` idle calls, one round. */
-int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds, int idle);
+int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds, int idle,
+		int send_first);
 
 /* Allreduce (nccl-net-bench-ar.c). */
 int nb_ar_run(struct nb_ctx *c, size_t count, int iters, int check, long *wrong);

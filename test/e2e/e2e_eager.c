@@ -10,6 +10,8 @@
  *    receives whose sends come in another tag order): every byte, size and
  *    tag checked, order kept;
  *  - truncation (an eager message longer than its receive) and zero bytes;
+ *  - receives typed NCCL_PTR_CUDA (SIMVERBS_GPUDIRECT=1): eager messages go
+ *    into them by the loopback RDMA write, not a CPU copy;
  *  - eager crossing its clear-to-send (2 ms fabric latency): the surplus
  *    receive is reused, more crossings than the receive queue holds;
  *  - eager off on one side only (as with a peer of wire version 3): the
@@ -330,6 +332,70 @@ static int crossing(void *arg)
 	return 0;
 }
 
+/*
+ * Receives into a registration typed NCCL_PTR_CUDA (of host memory, which the
+ * plugin cannot tell apart; SIMVERBS_GPUDIRECT=1 makes the device offer
+ * GPUDirect): eager messages reach it by the loopback RDMA write on the flush
+ * QP, not by a CPU copy; content, sizes and order checked, then an iflush.
+ */
+static int gpu_typed(void *arg)
+{
+	static const size_t sizes[] = { 8, 100, 0, EAGER, 1, 3000, 70000, 64 };
+	enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+	void *sreq[N], *rreq[N], *gmh, *data, *freq = NULL;
+	char root[256];
+	struct e2e_props pr;
+	struct pair p;
+	int i, rs[8], fsz = 64, d;
+
+	(void)arg;
+	snprintf(root, sizeof(root), "/tmp/simverbs-%u/%s", (unsigned)getuid(),
+		 getenv("SIMVERBS_FABRIC") ? getenv("SIMVERBS_FABRIC") : "default");
+	setenv("SIMVERBS_GPUDIRECT", "1", 1);
+	setenv("NCCL_VERBS_GDR_SYSFS_ROOT", root, 1);
+	pair_open(&p, "simib0");
+	d = e2e_find_dev(&p.n, "simib0");
+	E2E_OK(e2e_props(&p.n, d, &pr));
+	if (!(pr.ptr_support & NCCL_PTR_CUDA)) {
+		e2e_note("gpu-typed: no GPUDirect offered (ptrSupport 0x%x): not run", pr.ptr_support);
+		pair_close(&p);
+		return 0;
+	}
+	E2E_OK(e2e_reg_mr(&p.n, p.rc, rbuf + BUF / 2, BUF / 2, NCCL_PTR_CUDA, &gmh));
+	memset(rbuf + BUF / 2, 0xee, BUF / 2);
+	for (i = 0; i < N; i++) { /* small ones before their receive: eager, then the copy */
+		size_t o = BUF / 2 + (size_t)i * 81920;
+		size_t cap = sizes[i] + 64;
+
+		e2e_fill(sbuf + (size_t)i * 81920, sizes[i], 600 + (uint32_t)i);
+		sreq[i] = sizes[i] <= EAGER ? e2e_isend_wait(&p.n, p.sc, sbuf + (size_t)i * 81920,
+							      sizes[i], 2, p.smh, T) : NULL;
+		data = rbuf + o;
+		rreq[i] = e2e_irecv_wait(&p.n, p.rc, 1, &data, &cap, (int[]){ 2 }, &gmh, T);
+		if (!sreq[i])
+			sreq[i] = e2e_isend_wait(&p.n, p.sc, sbuf + (size_t)i * 81920, sizes[i], 2,
+						 p.smh, T);
+	}
+	for (i = 0; i < N; i++) {
+		size_t o = BUF / 2 + (size_t)i * 81920;
+
+		E2E_OK(e2e_wait(&p.n, sreq[i], NULL, T));
+		E2E_OK(e2e_wait(&p.n, rreq[i], rs, T));
+		if ((size_t)rs[0] != sizes[i] || e2e_verify(rbuf + o, sizes[i], 600 + (uint32_t)i) >= 0 ||
+		    (unsigned char)rbuf[o + sizes[i]] != 0xee)
+			E2E_FAIL("gpu-typed: message %d of %zu bytes: got %d, or content wrong", i,
+				 sizes[i], rs[0]);
+	}
+	data = rbuf + BUF / 2;
+	E2E_OK(e2e_iflush(&p.n, p.rc, 1, &data, &fsz, &gmh, &freq));
+	if (freq)
+		E2E_OK(e2e_wait(&p.n, freq, NULL, T));
+	E2E_OK(e2e_dereg_mr(&p.n, p.rc, gmh));
+	e2e_note("gpu-typed: %d messages into a CUDA-typed buffer: ok", N);
+	pair_close(&p);
+	return 0;
+}
+
 static int eager_off(void *arg)
 {
 	struct pair p;
@@ -537,6 +603,8 @@ int main(void)
 	/* first, before this process loads the plugin: the child reads its own knobs */
 	if (e2e_reap(e2e_spawn(NULL, eager_off, NULL), 60))
 		E2E_FAIL("the run with NCCL_VERBS_EAGER_MAX=0 failed");
+	if (e2e_reap(e2e_spawn(NULL, gpu_typed, NULL), 60))
+		E2E_FAIL("the CUDA-typed receive case failed");
 	if (e2e_reap(e2e_spawn(NULL, crossing, NULL), 60))
 		E2E_FAIL("the crossing case failed");
 	mixed(0);
