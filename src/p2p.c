@@ -96,14 +96,34 @@ static inline __attribute__((always_inline)) void nv_send_done(struct nv_send_co
 			c->reqs[sl->req[r]].done = 1;
 }
 
+/*
+ * The last completion of a grouped receive: the sizes the sender recorded,
+ * checked against what was posted. Out of line: the one-buffer receive, the
+ * common case, keeps nv_comm_progress's loop small.
+ */
+static __attribute__((noinline)) nv_status_t nv_recv_done_grouped(struct nv_comm *c,
+								  struct nv_request *r)
+{
+	const uint32_t *rec = ((const struct nv_recv_ctrl *)c->ctrl)->records[r->seq % NV_FIFO_SLOTS];
+	char why[128];
+	int i;
+
+	if (nv_records_check(rec, r->sizes, r->nreqs, why, sizeof(why))) {
+		nv_comm_fail(c, NV_ERR_REMOTE, "peer %s: %s (protocol violation)", c->peer, why);
+		return c->error;
+	}
+	for (i = 0; i < r->nreqs; i++)
+		r->sizes[i] = rec[i];
+	r->done = 1;
+	return NV_OK;
+}
+
 /* NV_OK, or the sticky error when the completion breaks the protocol. */
 static inline __attribute__((always_inline)) nv_status_t nv_recv_done(struct nv_recv_comm *rc,
 								      const struct ibv_wc *wc)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_request *r = &c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq];
-	const struct nv_recv_ctrl *ctrl = c->ctrl;
-	int i;
 
 	if (nv_unlikely(rc->eager.max)) /* matched by order there, not by wr_id */
 		return nv_eager_recv_cqe(rc, wc);
@@ -121,18 +141,8 @@ static inline __attribute__((always_inline)) nv_status_t nv_recv_done(struct nv_
 	}
 	if (--r->pending > 0)
 		return NV_OK;
-	if (r->nreqs > 1) {
-		const uint32_t *rec = ctrl->records[r->seq % NV_FIFO_SLOTS];
-		char why[128];
-
-		if (nv_records_check(rec, r->sizes, r->nreqs, why, sizeof(why))) {
-			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s: %s (protocol violation)", c->peer,
-				     why);
-			return c->error;
-		}
-		for (i = 0; i < r->nreqs; i++)
-			r->sizes[i] = rec[i];
-	}
+	if (r->nreqs > 1)
+		return nv_recv_done_grouped(c, r);
 	r->done = 1;
 	return NV_OK;
 }
