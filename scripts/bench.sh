@@ -203,7 +203,9 @@ cpucost=""
 if [ "${NB_NO_CPU_COST:-0}" != 1 ] && command -v valgrind >/dev/null; then
 	cc_env=(); [ "${NB_QUICK:-0}" = 1 ] && cc_env=(CC_PATTERNS=loopback)
 	step "(e) instructions per message: scripts/cpu-cost.sh"
+	ccload=$(cut -d' ' -f1 /proc/loadavg)
 	env "${cc_env[@]}" NV_BUILD_DIR="$B" "$top/scripts/cpu-cost.sh" | tee "$out/cpu-cost.txt" || status=1
+	ccload="$ccload .. $(cut -d' ' -f1 /proc/loadavg)"
 	cpucost=$out/cpu-cost.txt
 fi
 
@@ -228,6 +230,13 @@ rbn=$(rratio b bn); rcn=$(rratio c cn); rdn=$(rratio d dn)
 	echo "nccl_ib_sendrecv_4M,${bn:-n/a},GB/s,$rbn,plugin/nccl >=1.0,$(verdict "$rbn" '>=' 1.0)"
 	echo "nccl_ib_latency_8B,${cn:-n/a},us,$rcn,plugin/nccl <=0.85,$(verdict "$rcn" '<=' 0.85)"
 	echo "nccl_ib_allreduce_64M_busbw,${dn:-n/a},GB/s,$rdn,plugin/nccl >=1.0,$(verdict "$rdn" '>=' 1.0)"
+	# (e): per message (loopback; two-process work), and one idle call; ratio plugin / NCCL
+	[ -z "$cpucost" ] || awk '$1 ~ /^(loopback|latency|sendrecv|idle-test|idle-isend)$/ && NF >= 3 {
+		idle = ($1 ~ /^idle/); r = (NF >= 5) ? $5 : "n/a"
+		v = (r == "n/a" || idle) ? (r == "n/a" ? "n/a" : "") : (r + 0 <= 0.7 ? "met" : "MISSED")
+		printf "instructions_%s_%sB,%s,%s,%s,%s,%s\n", $1, $2, $3,
+			idle ? "instructions per call" : "instructions per message", r,
+			idle ? "" : "<=0.70 x nccl_ib", v }' "$cpucost"
 } >"$out/summary.csv"
 
 lmin=$(sort -g "$rv/load.txt" | head -n 1); lmax=$(sort -g "$rv/load.txt" | tail -n 1)
@@ -259,7 +268,8 @@ paste -d' ' "$rv/c.txt" "$rv/craw.txt" "$rv/load.txt" |
 	awk '{ printf "    round %d: %s / %s  load %s\n", NR, $1, $2, $3 }'
 echo "  load average over the rounds: $lmin .. $lmax on $(nproc) CPUs$(awk -v l="$lmax" -v n="$(nproc)" \
 	'BEGIN { if (l + 0 > n / 2) print " - other load may have distorted the wall-clock and median figures; the per CPU s and fastest-repetition columns are the stable ones" }')"
-[ -z "$cpucost" ] || { echo "  (e) instructions per message (ratio: plugin / NCCL, target <= 0.70):"; sed 's/^/      /' "$cpucost"; }
+[ -z "$cpucost" ] || { echo "  (e) instructions per message (ratio: plugin / NCCL, target <= 0.70; load average $ccload):"
+	sed 's/^/      /' "$cpucost"; }
 echo "  files: $out/{summary.csv,rounds.csv,sweep.csv,bench.svg}, per-round *-<round>.csv, raw-*.txt$( [ -z "$cpucost" ] || echo ", cpu-cost.txt")"
 [ "$status" = 0 ] || echo "bench: a run FAILED (see above)" >&2
 exit "$status"
