@@ -27,6 +27,11 @@ TESTS += test/unit/test_qp
 test_unit_test_qp_SOURCES = test/unit/test_qp.c
 test_unit_test_qp_LDADD = libnvcore.la $(IBVERBS_LIBS)
 
+check_PROGRAMS += test/unit/test_fo_msg
+TESTS += test/unit/test_fo_msg
+test_unit_test_fo_msg_SOURCES = test/unit/test_fo_msg.c
+test_unit_test_fo_msg_LDADD = libnvcore.la $(IBVERBS_LIBS)
+
 check_PROGRAMS += test/unit/test_cts
 TESTS += test/unit/test_cts
 test_unit_test_cts_SOURCES = test/unit/test_cts.c

@@ -16,6 +16,9 @@
  *   qp-fatal-recv   the receiver's QP on rail 0 is moved to error (QP_FATAL)
  *   port-down       simib0 goes down under both sides at once (PORT_ERR)
  *   both-sides      both sides' rail-0 QPs fail at the same time
+ *   soak            16 rounds of a random fault of the kinds above on a random
+ *                   side and rail at a random message; the port comes back
+ *                   and the next round's comm has both rails again
  * For each: no call fails, exactly one WARN per comm, naming the port and
  * the peer. Then: both rails failing (the second after the first failover)
  * fails the comm with one WARN saying no device is left; and with failover
@@ -46,6 +49,7 @@ struct run {
 	int n;
 	const char *fault;	/* case name */
 	int at;			/* message index of the fault */
+	char soak[96];		/* soak: the simverbs command of this round's fault */
 	ncclResult_t err;	/* first error of a call (ncclSuccess: none) */
 };
 
@@ -102,6 +106,8 @@ static void inject(struct run *x, int i, int where)
 		ctl("qp-error 0x%x", qpn(x->r, 0));
 	} else if (where == 1 && !strcmp(k, "last-device")) {
 		ctl("qp-fail-op 1 0x%x", qpn(x->s, 0));
+	} else if (where == 1 && !strcmp(k, "soak")) {
+		ctl_run(x->soak);
 	}
 }
 
@@ -252,6 +258,64 @@ static void one_case(struct fh *f, int vdev, const char *fault, const char *port
 	       NMSG, sr, fh_now() - t0, fh_warn_get(w0));
 }
 
+/*
+ * Soak: rounds of a fresh pair, random sizes, a random fault (which side,
+ * which rail, which operation from now, before or after it landed, a QP
+ * moved to error, or the port going down) at a random message; the port
+ * comes back and the next round's comm uses both rails again.
+ */
+static void soak(struct fh *f, int vdev, int rounds)
+{
+	uint64_t st = 0x5eed;
+	double t0 = fh_now();
+	int r, nfo = 0, nres = 0;
+
+	for (r = 0; r < rounds; r++) {
+		struct run x;
+		unsigned ss, sr, rs, rr;
+		int w0 = fh_warn_count(), kind, side, rail, n;
+		const char *dev;
+
+		pair_open(f, vdev, &x, "soak", 100 + (uint64_t)r);
+		x.at = 4 + (int)(fh_rand(&st) % (NMSG - 16));
+		kind = (int)(fh_rand(&st) % 4);
+		side = (int)(fh_rand(&st) % 2);
+		rail = (int)(fh_rand(&st) % 2);
+		n = 1 + (int)(fh_rand(&st) % 3);
+		dev = rail ? "simib1" : "simib0";
+		if (kind == 0 || kind == 1)
+			snprintf(x.soak, sizeof(x.soak), "qp-fail-op %d 0x%x%s", n,
+				 qpn(side ? x.r : x.s, rail), kind ? " ack" : "");
+		else if (kind == 2)
+			snprintf(x.soak, sizeof(x.soak), "qp-error 0x%x", qpn(side ? x.r : x.s, rail));
+		else
+			snprintf(x.soak, sizeof(x.soak), "port-down %s 1", dev);
+		if (stream(&x)) {
+			fh_warn_dump();
+			FH_FAIL("soak round %d (%s at message %d): a call failed (%d)", r, x.soak, x.at,
+				(int)x.err);
+		}
+		nv_fo_stats(x.s, &ss, &sr);
+		nv_fo_stats(x.r, &rs, &rr);
+		n = fh_warn_count() - w0;
+		/* an operation count past the stream's end may never come: no round then */
+		if (ss != rs || ss > 1 || n != 2 * (int)ss) {
+			fh_warn_dump();
+			FH_FAIL("soak round %d (%s at message %d): rounds %u/%u, %d WARN(s)", r, x.soak,
+				x.at, ss, rs, n);
+		}
+		FH_CHECK(kind < 2 || ss == 1, "soak round %d (%s): no failover", r, x.soak);
+		nfo += (int)ss;
+		nres += (int)sr;
+		pair_close(&x);
+		if (kind == 3)
+			FH_CHECK(fh_sv_control(rail ? "port-up simib1 1" : "port-up simib0 1") == 0,
+				 "port-up");
+	}
+	fh_log("soak: %d rounds, %d failovers, %d messages sent again, every byte checked (%.2f s)",
+	       rounds, nfo, nres, fh_now() - t0);
+}
+
 /* The other rail fails too, after the first failover: the comm fails, with one WARN. */
 static void last_device(struct fh *f, int vdev)
 {
@@ -323,6 +387,8 @@ int main(int argc, char **argv)
 			one_case(&f, vdev, cases[i].fault, cases[i].port, cases[i].resends);
 	if (argc < 2 || !strcmp(argv[1], "last-device"))
 		last_device(&f, vdev);
+	if (argc < 2 || !strcmp(argv[1], "soak"))
+		soak(&f, vdev, argc > 2 ? atoi(argv[2]) : 16);
 	fh_close(&f);
 	if (argc < 2 || !strcmp(argv[1], "off")) {
 		unsetenv("NCCL_IB_RESILIENCY_PORT_FAILOVER");
