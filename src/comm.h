@@ -370,6 +370,9 @@ nv_status_t nv_comm_qps_ready(struct nv_comm *c, int tc);
  * The caller made sure nothing is outstanding on it.
  */
 nv_status_t nv_comm_qp_restart(struct nv_comm *c, int i, uint32_t psn);
+/* Recovery: device dev's GDR flush QP back to RTS (nothing when it has none or
+ * flushes are still outstanding on it). */
+nv_status_t nv_comm_flush_qp_restart(struct nv_comm *c, int dev);
 void nv_comm_fill_meta(struct nv_comm *c, int role, struct nv_meta *m);
 nv_status_t nv_comm_probe_post(struct nv_comm *c);
 /* 1 all probes succeeded, 0 not yet, < 0 failed (logged, c->error set). */

@@ -55,6 +55,19 @@ static void nv_hca_record(struct nv_hca *h, int event_type, const char *what)
 	pthread_mutex_unlock(&nv_sink_lock);
 }
 
+/* A port came back: comms with failover look at their failed devices (recovery). */
+static void nv_hca_wake_failover(struct nv_hca *h)
+{
+	struct nv_sink_link *l;
+
+	pthread_mutex_lock(&nv_sink_lock);
+	for (l = h->sinks; l; l = l->next)
+		if (atomic_load(&l->sink->fo_wake))
+			atomic_fetch_or_explicit(&l->sink->fatal, NV_SINK_FAILOVER,
+						 memory_order_release);
+	pthread_mutex_unlock(&nv_sink_lock);
+}
+
 void nv_hca_sink_attach(struct nv_hca *h, struct nv_sink_link *l, struct nv_async_sink *sink)
 {
 	int ev;
@@ -217,6 +230,11 @@ void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
 			nv_hca_record(h, (int)t, what);
 		else if (sink && nv_param_int(NV_PARAM_IB_RETURN_ASYNC_EVENTS))
 			nv_async_sink_record(sink, (int)t, what);
+	} else if (t == IBV_EVENT_PORT_ACTIVE &&
+		   nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER) &&
+		   nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY)) {
+		NV_INFO(NV_SUB_NET, "%s (NCCL_IB_RESILIENCY_PORT_RECOVERY: its comms take it back)", what);
+		nv_hca_wake_failover(h);
 	} else if (t == IBV_EVENT_PORT_ERR && nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER)) {
 		NV_INFO(NV_SUB_NET, "%s (its comms fail over, each with one WARN)", what);
 	} else if (t == IBV_EVENT_PORT_ERR || t == IBV_EVENT_GID_CHANGE) {

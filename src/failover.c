@@ -55,8 +55,16 @@
  * there for the whole round) and from the liveness check. Each call does what
  * can be done without waiting and returns NV_FO_BUSY otherwise; a round that
  * does not finish within NCCL_VERBS_CONNECT_TIMEOUT_MS fails the comm (e.g. a
- * peer without failover). Not done: bringing a failed device back
- * (NCCL_IB_RESILIENCY_PORT_RECOVERY, see README).
+ * peer without failover).
+ *
+ * Recovery (NCCL_IB_RESILIENCY_PORT_RECOVERY): a PORT_ACTIVE event arms the
+ * comms on that HCA; once a failed device's port is ACTIVE again and it
+ * failed START_DELAY ms ago, a side with no request open starts a round in
+ * which it no longer reports the device failed (the peer, in the same round,
+ * takes back its own devices that are usable again); the round restarts
+ * every QP of the new layout, the recovered ones included, and their flush
+ * QPs. ATTEMPTS_MAX recoveries per device. Instead of NCCL's "alive"
+ * messages the round itself proves the path (its QPs carry the resends).
  */
 #include "config.h"
 
@@ -88,12 +96,17 @@ enum nv_fo_state {
 struct nv_fo {
 	int state;			/* enum nv_fo_state */
 	uint32_t epoch;			/* rounds completed (the PSNs follow it) */
-	uint32_t dead_local;		/* our failed devices, cumulative */
-	uint32_t dead_peer;		/* the peer's failed devices, cumulative */
+	uint32_t dead_local;		/* our failed devices (until recovered) */
+	uint32_t dead_peer;		/* the peer's, as its last STATE said */
+	uint32_t revive;		/* recovery: local devices taken back in this round */
+	uint64_t t_dead[NV_COMM_MAX_DEVS];	/* when each local device was found failed */
+	uint8_t revivals[NV_COMM_MAX_DEVS];	/* recoveries of each local device */
 	uint32_t blame;			/* local devices found failed in this round */
 	uint32_t suspect;		/* local devices with errors the peer may explain */
 	uint32_t later;			/* found after our STATE left: the next round */
 	uint32_t sent_dead;		/* dead_local when the last round ended */
+	uint64_t next_revive;		/* recovery: the next look at the ports (ns) */
+	int round_failed;		/* this round has newly failed devices (not only recovery) */
 	int initiator;			/* we saw a failure (not only the peer's message) */
 	int errored;			/* our QPs were moved to error in this round */
 	int peer_spoke;			/* the socket had data while we were idle */
@@ -147,9 +160,6 @@ void nv_fo_attach(void *comm)
 		f->lidx[i] = (uint8_t)i;
 	c->fo = f;
 	atomic_store(&c->sink.fo_wake, 1); /* the event thread's liveness sweep tells us */
-	if (nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY))
-		NV_INFO(NV_SUB_NET, "connection to %s: NCCL_IB_RESILIENCY_PORT_RECOVERY is not "
-			"implemented: a failed device stays out of this comm", c->peer);
 }
 
 void nv_fo_release(void *comm)
@@ -343,6 +353,57 @@ static void nv_fo_take_events(struct nv_comm *c)
 	}
 }
 
+/*
+ * Recovery (NCCL_IB_RESILIENCY_PORT_RECOVERY): failed local devices whose
+ * port is ACTIVE again, whose HCA works, that failed at least
+ * NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY ms ago and were recovered
+ * fewer than NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX times. *wait: a
+ * port that is back but still inside its delay (the comm stays armed).
+ */
+static uint32_t nv_fo_revivable(struct nv_comm *c, int *wait)
+{
+	struct nv_fo *f = c->fo;
+	uint64_t now = nv_now_ns(), delay;
+	struct ibv_port_attr pa;
+	uint32_t r = 0;
+	int d;
+
+	*wait = 0;
+	if (!nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY) || !f->dead_local)
+		return 0;
+	delay = (uint64_t)nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_START_DELAY) * 1000000ull;
+	for (d = 0; d < c->ndevs; d++) {
+		struct nv_comm_dev *cd = &c->dev[d];
+
+		if (!(f->dead_local & (1u << d)) || nv_hca_failed(cd->hca) ||
+		    f->revivals[d] >= nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX) ||
+		    nv_ibv_query_port(cd->hca->ctx, cd->dev->port, &pa) != NV_OK ||
+		    pa.state != IBV_PORT_ACTIVE)
+			continue;
+		if (now - f->t_dead[d] < delay)
+			*wait = 1;
+		else
+			r |= 1u << d;
+	}
+	return r;
+}
+
+/*
+ * A comm with requests NCCL has not seen complete. A round needs both sides
+ * to call in, and a side calls only while it has requests or wants a new one;
+ * a side that is between requests starts a recovery round (on its next
+ * isend/irecv, which stay without request until the peer joins), and the
+ * peer joins when it next needs the comm. A side with requests open does not
+ * start one: its peer may be done with its part and not call again.
+ */
+static int nv_fo_requests_open(const struct nv_comm *c)
+{
+	for (int i = 0; i < c->nreq; i++)
+		if (c->reqs[i].type != NV_REQ_FREE)
+			return 1;
+	return 0;
+}
+
 /* ---- the round ------------------------------------------------------------------ */
 
 static nv_status_t nv_fo_fail(struct nv_comm *c, const char *fmt, ...)
@@ -519,6 +580,8 @@ static nv_status_t nv_fo_attempt(struct nv_comm *c, uint64_t seq)
 		f->att_seq[k] = seq + 1;
 		f->att_n[k] = 0;
 	}
+	if (!f->round_failed)
+		return NV_OK; /* a recovery round: the message did not fail */
 	if (++f->att_n[k] > max)
 		return nv_fo_fail(c, "message %" PRIu64 " failed again after %d failover(s) "
 				  "(NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS=%" PRId64 ")",
@@ -614,6 +677,25 @@ static void nv_fo_devs(const struct nv_comm *c, uint32_t mask, int peer, char *b
 					      peer ? c->rmeta->dev[d].port : c->dev[d].dev->port);
 }
 
+/* Recovered devices are in the layout again: their flush QPs too; an INFO line. */
+static void nv_fo_recovered(struct nv_comm *c, uint32_t local, uint32_t peer)
+{
+	struct nv_fo *f = c->fo;
+	char l[160], p[160];
+
+	for (int d = 0; d < c->ndevs; d++)
+		if (local & (1u << d)) {
+			f->revivals[d]++;
+			if (nv_comm_flush_qp_restart(c, d) != NV_OK)
+				f->later |= 1u << d; /* its flushes fail again: the next round */
+		}
+	nv_fo_devs(c, local, 0, l, sizeof(l));
+	nv_fo_devs(c, peer, 1, p, sizeof(p));
+	NV_INFO(NV_SUB_NET, "%s %s: %s%s%s recovered (NCCL_IB_RESILIENCY_PORT_RECOVERY): %d QP(s), "
+		"%d per message", nv_fo_kind(c), c->peer, l, l[0] && p[0] ? " and " : "", p, c->nqps,
+		c->nq);
+}
+
 /* Restarts the survivors and compacts c->qps to them; 0 survivors: fails the comm. */
 static nv_status_t nv_fo_relayout(struct nv_comm *c, uint32_t new_local, uint32_t new_peer)
 {
@@ -656,11 +738,23 @@ static nv_status_t nv_fo_relayout(struct nv_comm *c, uint32_t new_local, uint32_
 	return NV_OK;
 }
 
+/* Local devices found failed in this round: dead from now on (until recovered). */
+static void nv_fo_mark_dead(struct nv_comm *c, uint32_t mask)
+{
+	struct nv_fo *f = c->fo;
+	uint64_t now = nv_now_ns();
+
+	for (int d = 0; d < c->ndevs; d++)
+		if ((mask & (1u << d)) && !(f->dead_local & (1u << d)))
+			f->t_dead[d] = now;
+	f->dead_local |= mask;
+}
+
 /* Both STATEs are known: decide, restart, repost; then READY. */
 static nv_status_t nv_fo_apply(struct nv_comm *c)
 {
 	struct nv_fo *f = c->fo;
-	uint32_t new_peer, new_local = f->dead_local & ~f->sent_dead;
+	uint32_t new_peer, back_peer, back_local, new_local = f->dead_local & ~f->sent_dead;
 	uint32_t mask = (1u << c->rmeta->ndevs) - 1;
 
 	if (f->peer.type != NV_FO_MSG_STATE || f->peer.epoch != f->epoch ||
@@ -669,11 +763,17 @@ static nv_status_t nv_fo_apply(struct nv_comm *c)
 				  "%u records) does not match ours (round %u)", f->peer.type,
 				  f->peer.epoch, f->peer.dead, f->peer.nrec, f->epoch);
 	new_peer = f->peer.dead & ~f->dead_peer;
-	f->dead_peer |= f->peer.dead;
+	f->round_failed = (new_local | new_peer) != 0;
+	back_peer = f->dead_peer & ~f->peer.dead; /* the peer recovered them */
+	back_local = f->sent_dead & ~f->dead_local;
+	f->dead_peer = f->peer.dead;
 	if (c->type == NV_COMM_SEND && nv_fo_sender_apply(c) != NV_OK)
 		return c->error;
 	if (nv_fo_relayout(c, new_local, new_peer) != NV_OK)
 		return c->error;
+	if (back_local | back_peer)
+		nv_fo_recovered(c, back_local, back_peer);
+	f->revive = 0;
 	f->sent_dead = f->dead_local;
 	f->epoch++;
 	if (c->type == NV_COMM_RECV && nv_fo_receiver_repost(c) != NV_OK)
@@ -751,7 +851,11 @@ static nv_status_t nv_fo_step(struct nv_comm *c)
 		nv_fo_scan(c);
 		if (f->state_in)
 			f->suspect = 0; /* the peer's round explains errors seen from its side */
-		f->dead_local |= f->blame | f->suspect;
+		r = 0;
+		f->revive |= nv_fo_revivable(c, &r);
+		nv_fo_mark_dead(c, f->blame | f->suspect);
+		f->revive &= ~(f->blame | f->suspect);
+		f->dead_local &= ~f->revive;
 		f->blame = f->suspect = 0;
 		return nv_fo_send_state(c);
 	case NV_FO_XCHG:
@@ -803,7 +907,23 @@ nv_status_t nv_fo_check(struct nv_comm *c)
 		f->scan = 0;
 		if (nv_fd_pending(c->fd) == 1) /* the peer's STATE (the liveness sweep armed us) */
 			f->peer_spoke = 1;
-		if (!f->blame && !f->suspect && !f->peer_spoke) {
+		if (!f->blame && !f->suspect && !f->peer_spoke && f->dead_local &&
+		    nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY)) {
+			int wait;
+
+			if (nv_now_ns() < f->next_revive)
+				return NV_OK; /* armed: a port is back, its start delay runs */
+			f->revive = nv_fo_revivable(c, &wait);
+			if (f->revive && nv_fo_requests_open(c)) {
+				f->revive = 0; /* recovery starts between requests only */
+				wait = 1;
+			}
+			if (!f->revive && wait) {
+				f->next_revive = nv_now_ns() + 1000000ull;
+				return NV_OK;
+			}
+		}
+		if (!f->blame && !f->suspect && !f->peer_spoke && !f->revive) {
 			nv_async_sink_clear(&c->sink, NV_SINK_FAILOVER);
 			return NV_OK; /* e.g. a late event of a QP an earlier round dropped */
 		}

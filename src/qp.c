@@ -657,6 +657,42 @@ int nv_comm_probe_landed(const struct nv_comm *c)
 	return c->ctrl && __atomic_load_n(w, __ATOMIC_ACQUIRE) == c->probe_want;
 }
 
+/* INIT -> RTR -> RTS of device d's flush QP, connected to itself. */
+static nv_status_t nv_comm_flush_qp_connect(struct nv_comm_dev *d)
+{
+	struct ibv_qp_attr a;
+	nv_status_t st;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = d->dev->active_mtu;
+	a.dest_qp_num = d->flush_qp->qp_num;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.dlid = d->dev->lid;
+	a.ah_attr.port_num = d->dev->port;
+	if (d->dev->link_layer == IBV_LINK_LAYER_ETHERNET || d->dev->grh_required) {
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = d->gid.gid;
+		a.ah_attr.grh.sgid_index = (uint8_t)(d->gid.index < 0 ? 0 : d->gid.index);
+		a.ah_attr.grh.hop_limit = 255;
+	}
+	st = nv_ibv_modify_qp(d->flush_qp, &a,
+			      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (st != NV_OK)
+		return st;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = (uint8_t)nv_param_int(NV_PARAM_IB_TIMEOUT);
+	a.retry_cnt = (uint8_t)nv_param_int(NV_PARAM_IB_RETRY_CNT);
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return nv_ibv_modify_qp(d->flush_qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+							 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+							 IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
 /* GDR flush: one RC QP per device connected to itself (INIT with REMOTE_READ). */
 nv_status_t nv_comm_flush_qps(struct nv_comm *c)
 {
@@ -665,7 +701,6 @@ nv_status_t nv_comm_flush_qps(struct nv_comm *c)
 
 	for (i = 0; i < c->ndevs; i++) {
 		struct nv_comm_dev *d = &c->dev[i];
-		struct ibv_qp_attr a;
 
 		d->flush_max = d->plan.flush_wr; /* counted in the CQ's depth */
 		st = nv_comm_qp_create(c, d, d->flush_max, 1,
@@ -674,39 +709,27 @@ nv_status_t nv_comm_flush_qps(struct nv_comm *c)
 				       0, NULL, 1, &d->flush_qp);
 		if (st != NV_OK)
 			return st;
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_RTR;
-		a.path_mtu = d->dev->active_mtu;
-		a.dest_qp_num = d->flush_qp->qp_num;
-		a.max_dest_rd_atomic = 1;
-		a.min_rnr_timer = 12;
-		a.ah_attr.dlid = d->dev->lid;
-		a.ah_attr.port_num = d->dev->port;
-		if (d->dev->link_layer == IBV_LINK_LAYER_ETHERNET || d->dev->grh_required) {
-			a.ah_attr.is_global = 1;
-			a.ah_attr.grh.dgid = d->gid.gid;
-			a.ah_attr.grh.sgid_index = (uint8_t)(d->gid.index < 0 ? 0 : d->gid.index);
-			a.ah_attr.grh.hop_limit = 255;
-		}
-		st = nv_ibv_modify_qp(d->flush_qp, &a,
-				      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-					      IBV_QP_MIN_RNR_TIMER);
-		if (st != NV_OK)
-			return st;
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_RTS;
-		a.timeout = (uint8_t)nv_param_int(NV_PARAM_IB_TIMEOUT);
-		a.retry_cnt = (uint8_t)nv_param_int(NV_PARAM_IB_RETRY_CNT);
-		a.rnr_retry = 7;
-		a.max_rd_atomic = 1;
-		st = nv_ibv_modify_qp(d->flush_qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-							       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-							       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+		st = nv_comm_flush_qp_connect(d);
 		if (st != NV_OK)
 			return st;
 	}
 	return NV_OK;
+}
+
+nv_status_t nv_comm_flush_qp_restart(struct nv_comm *c, int dev)
+{
+	struct nv_comm_dev *d = &c->dev[dev];
+	struct ibv_qp_attr a;
+	nv_status_t st;
+
+	if (!d->flush_qp || d->flush_outstanding)
+		return NV_OK;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	st = nv_ibv_modify_qp(d->flush_qp, &a, IBV_QP_STATE);
+	if (st == NV_OK)
+		st = nv_comm_qp_init(d, d->flush_qp, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	return st == NV_OK ? nv_comm_flush_qp_connect(d) : st;
 }
 
 static void nv_keep_first(nv_status_t *first, nv_status_t st)

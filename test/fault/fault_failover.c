@@ -16,6 +16,7 @@
  *   qp-fatal-recv   the receiver's QP on rail 0 is moved to error (QP_FATAL)
  *   port-down       simib0 goes down under both sides at once (PORT_ERR)
  *   both-sides      both sides' rail-0 QPs fail at the same time
+ *   recovery        (NCCL_IB_RESILIENCY_PORT_RECOVERY=1) simib0 down, then up: taken back
  *   soak            16 rounds of a random fault of the kinds above on a random
  *                   side and rail at a random message; the port comes back
  *                   and the next round's comm has both rails again
@@ -106,6 +107,8 @@ static void inject(struct run *x, int i, int where)
 		ctl("qp-error 0x%x", qpn(x->r, 0));
 	} else if (where == 1 && !strcmp(k, "last-device")) {
 		ctl("qp-fail-op 1 0x%x", qpn(x->s, 0));
+	} else if (where == 1 && !strcmp(k, "recovery")) {
+		FH_CHECK(fh_sv_control("port-down simib0 1") == 0, "port-down");
 	} else if (where == 1 && !strcmp(k, "soak")) {
 		ctl_run(x->soak);
 	}
@@ -140,7 +143,8 @@ static int stream(struct run *x)
 			if (req)
 				rreq[ir++ % W] = req;
 		}
-		if (is < ir && is - ds < W) {
+		/* as NCCL: the sender tries its isend whether or not the receive is posted */
+		if (is < x->n && is - ds < W) {
 			char *data = x->sbuf + (size_t)(is % W) * MAXSZ;
 			void *req = NULL;
 
@@ -342,6 +346,51 @@ static void last_device(struct fh *f, int vdev)
 	pair_close(&x);
 }
 
+/*
+ * NCCL_IB_RESILIENCY_PORT_RECOVERY=1: simib0 goes down mid-stream (failover),
+ * comes back (PORT_ACTIVE) while messages keep flowing, and both comms take
+ * it back: two QPs, both used per message, every byte right, and the one
+ * WARN per comm is the failure's (recovery is an INFO line).
+ */
+static void recovery(struct fh *f, int vdev)
+{
+	struct run x;
+	unsigned ss, sr, rs, rr;
+	int w0 = fh_warn_count(), k;
+	double t0 = fh_now();
+
+	pair_open(f, vdev, &x, "recovery", 21);
+	x.n = F + 8;
+	FH_CHECK(stream(&x) == 0, "recovery: the failure was not survived");
+	FH_CHECK(((struct nv_comm *)x.s)->nqps == 1 && ((struct nv_comm *)x.r)->nqps == 1,
+		 "recovery: not down to one QP after the failover");
+	FH_CHECK(fh_sv_control("port-up simib0 1") == 0, "port-up");
+	x.at = -1;
+	for (k = 0; k < 200 && (((struct nv_comm *)x.s)->nqps != 2 ||
+				((struct nv_comm *)x.r)->nqps != 2); k++) {
+		x.seed = 22 + (uint64_t)k;
+		x.n = 8;
+		FH_CHECK(stream(&x) == 0, "recovery: a call failed while the port came back");
+	}
+	FH_CHECK(((struct nv_comm *)x.s)->nqps == 2 && ((struct nv_comm *)x.r)->nqps == 2 &&
+			 ((struct nv_comm *)x.s)->nq == 2 && ((struct nv_comm *)x.r)->nq == 2,
+		 "recovery: simib0 was not taken back (QPs %d/%d)", ((struct nv_comm *)x.s)->nqps,
+		 ((struct nv_comm *)x.r)->nqps);
+	x.n = NMSG; /* and traffic over both rails again */
+	x.seed = 99;
+	FH_CHECK(stream(&x) == 0, "recovery: traffic after the recovery failed");
+	nv_fo_stats(x.s, &ss, &sr);
+	nv_fo_stats(x.r, &rs, &rr);
+	FH_CHECK(ss == 2 && rs == 2, "recovery: %u/%u rounds, want 2 (failover, recovery)", ss, rs);
+	if (fh_warn_count() - w0 != 2) {
+		fh_warn_dump();
+		FH_FAIL("recovery: %d WARNs, want the failure's one per comm", fh_warn_count() - w0);
+	}
+	fh_log("recovery: simib0 down, failed over, back up and taken back after %d short streams "
+	       "(%.2f s), every byte right", k, fh_now() - t0);
+	pair_close(&x);
+}
+
 /* NCCL_IB_RESILIENCY_PORT_FAILOVER=0: the same fault is today's error. */
 static void failover_off(struct fh *f, int vdev)
 {
@@ -390,6 +439,15 @@ int main(int argc, char **argv)
 	if (argc < 2 || !strcmp(argv[1], "soak"))
 		soak(&f, vdev, argc > 2 ? atoi(argv[2]) : 16);
 	fh_close(&f);
+	if (argc < 2 || !strcmp(argv[1], "recovery")) {
+		setenv("NCCL_IB_RESILIENCY_PORT_RECOVERY", "1", 1);
+		setenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "20", 1);
+		vdev = open_vdev(&f, "1");
+		recovery(&f, vdev);
+		fh_close(&f);
+		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY");
+		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY");
+	}
 	if (argc < 2 || !strcmp(argv[1], "off")) {
 		unsetenv("NCCL_IB_RESILIENCY_PORT_FAILOVER");
 		vdev = open_vdev(&f, "0");
