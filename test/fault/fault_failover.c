@@ -17,6 +17,7 @@
  *   port-down       simib0 goes down under both sides at once (PORT_ERR)
  *   both-sides      both sides' rail-0 QPs fail at the same time
  *   recovery        (NCCL_IB_RESILIENCY_PORT_RECOVERY=1) simib0 down, then up: taken back
+ *   cycles          (recovery on) 6 cycles of a random rail down and back on one pair
  *   soak            16 rounds of a random fault of the kinds above on a random
  *                   side and rail at a random message; the port comes back
  *                   and the next round's comm has both rails again
@@ -109,6 +110,8 @@ static void inject(struct run *x, int i, int where)
 		ctl("qp-fail-op 1 0x%x", qpn(x->s, 0));
 	} else if (where == 1 && !strcmp(k, "recovery")) {
 		FH_CHECK(fh_sv_control("port-down simib0 1") == 0, "port-down");
+	} else if (where == 1 && !strcmp(k, "cycles")) {
+		ctl_run(x->soak);
 	} else if (where == 1 && !strcmp(k, "soak")) {
 		ctl_run(x->soak);
 	}
@@ -391,6 +394,51 @@ static void recovery(struct fh *f, int vdev)
 	pair_close(&x);
 }
 
+/*
+ * Failures and returns on one long-lived pair (recovery on): each cycle a
+ * random rail's port goes down at a random message, comes back, and is
+ * taken back before the next cycle; every byte of every message checked.
+ */
+static void cycles(struct fh *f, int vdev, int n)
+{
+	uint64_t st = 0xc1c1e;
+	struct run x;
+	unsigned ss, sr, rs, rr;
+	int i, k, w0 = fh_warn_count();
+	double t0 = fh_now();
+
+	pair_open(f, vdev, &x, "cycles", 300);
+	for (i = 0; i < n; i++) {
+		int rail = (int)(fh_rand(&st) % 2);
+
+		snprintf(x.soak, sizeof(x.soak), "port-down simib%d 1", rail);
+		x.at = 2 + (int)(fh_rand(&st) % 20);
+		x.n = 30;
+		x.seed = 400 + (uint64_t)i;
+		FH_CHECK(stream(&x) == 0, "cycle %d: rail %d down: a call failed", i, rail);
+		FH_CHECK(((struct nv_comm *)x.s)->nqps == 1, "cycle %d: no failover", i);
+		FH_CHECK(fh_sv_control(rail ? "port-up simib1 1" : "port-up simib0 1") == 0, "up");
+		x.at = -1;
+		for (k = 0; k < 300 && (((struct nv_comm *)x.s)->nqps != 2 ||
+					((struct nv_comm *)x.r)->nqps != 2); k++) {
+			x.n = 4;
+			x.seed = 1000 + (uint64_t)(i * 300 + k);
+			FH_CHECK(stream(&x) == 0, "cycle %d: a call failed while rail %d came back", i,
+				 rail);
+		}
+		FH_CHECK(((struct nv_comm *)x.s)->nqps == 2 && ((struct nv_comm *)x.r)->nqps == 2,
+			 "cycle %d: rail %d not taken back", i, rail);
+	}
+	nv_fo_stats(x.s, &ss, &sr);
+	nv_fo_stats(x.r, &rs, &rr);
+	FH_CHECK(ss == 2u * (unsigned)n && rs == ss, "cycles: %u/%u rounds for %d cycles", ss, rs, n);
+	FH_CHECK(fh_warn_count() - w0 == 2 * n, "cycles: %d WARNs for %d failures",
+		 fh_warn_count() - w0, n);
+	fh_log("cycles: %d failures and returns on one pair, %u messages sent again, every byte "
+	       "right (%.2f s)", n, sr, fh_now() - t0);
+	pair_close(&x);
+}
+
 /* NCCL_IB_RESILIENCY_PORT_FAILOVER=0: the same fault is today's error. */
 static void failover_off(struct fh *f, int vdev)
 {
@@ -445,6 +493,15 @@ int main(int argc, char **argv)
 		vdev = open_vdev(&f, "1");
 		recovery(&f, vdev);
 		fh_close(&f);
+	}
+	if (argc < 2 || !strcmp(argv[1], "cycles")) {
+		setenv("NCCL_IB_RESILIENCY_PORT_RECOVERY", "1", 1);
+		setenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "20", 1);
+		setenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX", "100", 1);
+		vdev = open_vdev(&f, "1");
+		cycles(&f, vdev, argc > 2 ? atoi(argv[2]) : 6);
+		fh_close(&f);
+		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX");
 		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY");
 		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY");
 	}
