@@ -62,6 +62,8 @@ struct nv_connect_state {
 	int tries;
 	uint64_t give_up_ns;	/* refused by a busy listener: retries end here */
 	int refusals;		/* times the listener turned us away before the handshake */
+	uint32_t refused_code;	/* the last refusal's status, while why still holds its text */
+	int refused_last;	/* why is the last refusal's, its retry not yet answered */
 };
 
 /* Lives after the handle (bytes NV_WIRE_HANDLE_SIZE..127) in NCCL's handle buffer while a connect is in progress. */
@@ -151,6 +153,20 @@ static int nv_con_resources(struct nv_connect_state *cs)
 	return NV_STEP_NEXT;
 }
 
+/*
+ * why for a connect that ends after n refusals: the listener's last reason
+ * (its status code; else the socket error that why holds).
+ */
+static void nv_con_refused_why(struct nv_connect_state *cs, int n, uint32_t code)
+{
+	char last[NV_WIRE_WHY_LEN];
+
+	snprintf(last, sizeof(last), "%s", cs->hs.why);
+	snprintf(cs->hs.why, sizeof(cs->hs.why), "the listener turned us away %d time(s) "
+		 "within NCCL_VERBS_CONNECT_TIMEOUT_MS=%d; last: %.150s", n,
+		 nv_connect_timeout_ms(), code != NV_WST_OK ? nv_wire_status_str(code) : last);
+}
+
 static int nv_con_tcp(struct nv_connect_state *cs)
 {
 	struct nv_comm *c = &cs->sc->base;
@@ -160,7 +176,10 @@ static int nv_con_tcp(struct nv_connect_state *cs)
 		if (nv_now_ns() < cs->next_try_ns && nv_now_ns() < cs->hs.deadline_ns)
 			return NV_STEP_WAIT;
 		if (nv_now_ns() >= cs->hs.deadline_ns) {
-			/* keep the last TCP error in why: "Connection refused" says it all */
+			/* keep the last TCP error in why: "Connection refused" says it all;
+			 * a refusal's retry that came too late says what nv_con_refused says */
+			if (cs->refused_last)
+				nv_con_refused_why(cs, cs->refusals, cs->refused_code);
 			return NV_STEP_FAIL;
 		}
 		rc = nv_sock_connect_start(&cs->addr, &c->fd);
@@ -171,6 +190,7 @@ static int nv_con_tcp(struct nv_connect_state *cs)
 	}
 	rc = nv_sock_connect_check(c->fd);
 	if (rc == 1) {
+		cs->refused_last = 0;
 		cs->hs.state = NV_CON_SEND_META;
 		if (!c->qps)
 			return nv_con_resources(cs);
@@ -186,6 +206,7 @@ static int nv_con_tcp(struct nv_connect_state *cs)
 		snprintf(cs->hs.why, sizeof(cs->hs.why), "TCP connect still failing after %d "
 			 "attempt(s) within NCCL_VERBS_CONNECT_TIMEOUT_MS=%d: %s (listener gone?)",
 			 cs->tries + 1, nv_connect_timeout_ms(), strerror(-rc));
+		cs->refused_last = 0;
 		nv_sock_close(&c->fd);
 		cs->tries++;
 		cs->next_try_ns = nv_now_ns() + NV_RETRY_NS * (uint64_t)(cs->tries < 10 ? cs->tries : 10);
@@ -208,7 +229,6 @@ static int nv_con_tcp(struct nv_connect_state *cs)
 static int nv_con_refused(struct nv_connect_state *cs)
 {
 	uint32_t code = cs->hs.peer_code;
-	char last[NV_WIRE_WHY_LEN];
 	uint64_t next = nv_now_ns() +
 			NV_REFUSED_RETRY_NS * (uint64_t)(cs->refusals < 50 ? cs->refusals + 1 : 50);
 
@@ -216,13 +236,12 @@ static int nv_con_refused(struct nv_connect_state *cs)
 		return NV_STEP_FAIL;
 
 	if (next >= cs->give_up_ns) { /* no time left for another try */
-		snprintf(last, sizeof(last), "%s", cs->hs.why);
-		snprintf(cs->hs.why, sizeof(cs->hs.why), "the listener turned us away %d time(s) "
-			 "within NCCL_VERBS_CONNECT_TIMEOUT_MS=%d; last: %.150s", cs->refusals + 1,
-			 nv_connect_timeout_ms(), code != NV_WST_OK ? nv_wire_status_str(code) : last);
+		nv_con_refused_why(cs, cs->refusals + 1, code);
 		return NV_STEP_FAIL;
 	}
 	cs->refusals++;
+	cs->refused_code = code;
+	cs->refused_last = 1;
 	nv_sock_close(&cs->sc->base.fd);
 	cs->hs.state = NV_CON_TCP;
 	cs->hs.deadline_ns = cs->give_up_ns;

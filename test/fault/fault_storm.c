@@ -278,6 +278,64 @@ static void fake_backlog_listener(const char *handle, char *h2, int *fd)
 						: (void *)&((struct sockaddr_in *)&ss)->sin_port, 2);
 }
 
+/* What the fake listener says to a connector it accepted: the hello read (so the close is no
+ * RST), "backlog full", closed. */
+static void fake_refuse(int fd)
+{
+	uint8_t buf[NV_WIRE_HDR_SIZE + NV_WIRE_STATUS_SIZE];
+
+	nv_wire_hdr_encode(&(struct nv_msg_hdr){ .type = NV_MSG_STATUS, .len = NV_WIRE_STATUS_SIZE },
+			   buf);
+	nv_wire_status_encode(NV_WST_BACKLOG, buf + NV_WIRE_HDR_SIZE);
+	usleep(2000); /* let the hello arrive */
+	(void)recv(fd, (uint8_t[8192]){ 0 }, 8192, MSG_DONTWAIT);
+	(void)write(fd, buf, sizeof(buf));
+	close(fd);
+}
+
+/*
+ * One refusal, then the caller comes back only after the connect's deadline (a loaded
+ * machine, a caller that polls rarely): the retry due meanwhile never ran, and the connect
+ * fails with the same message as one whose retries ran out (it printed the reply of the
+ * last refusal alone, "the peer gave up", when the deadline passed before its retry).
+ */
+static void backlog_refused_then_late(const char *handle)
+{
+	char h2[NCCL_NET_HANDLE_MAXSIZE];
+	ncclNetDeviceHandle_v12_t *dh = NULL;
+	ncclResult_t cres = ncclSuccess;
+	int fake, fd = -1, i, w0 = fh_warn_count(), wi;
+	void *s = NULL;
+	double t0 = fh_now();
+
+	fake_backlog_listener(handle, h2, &fake);
+	while (fd < 0 && cres == ncclSuccess && !s) {
+		cres = F.net->connect(F.ctx, 0, h2, &s, &dh);
+		fd = accept(fake, NULL, NULL);
+		FH_CHECK(fh_now() - t0 < 10 * fh_scale(), "the connector never reached the fake listener");
+		usleep(1000);
+	}
+	for (i = 0; i < 5 && cres == ncclSuccess && !s; i++, usleep(1000)) /* its hello goes out */
+		cres = F.net->connect(F.ctx, 0, h2, &s, &dh);
+	FH_CHECK(fd >= 0 && cres == ncclSuccess && !s, "connect to the fake listener: %d, comm %p",
+		 cres, s);
+	fake_refuse(fd);
+	usleep(20000);
+	cres = F.net->connect(F.ctx, 0, h2, &s, &dh); /* reads the refusal; a retry due in 2 ms */
+	FH_CHECK(cres == ncclSuccess && !s, "one refusal ended the connect (%d)", cres);
+	usleep(1700 * 1000); /* past NCCL_VERBS_CONNECT_TIMEOUT_MS=1500 */
+	cres = F.net->connect(F.ctx, 0, h2, &s, &dh);
+	close(fake);
+	FH_CHECK(!s && cres != ncclSuccess, "a connect past its deadline did not fail");
+	wi = fh_warn_find(w0, "connect to", "turned us away 1 time(s)", "NCCL_VERBS_LISTEN_BACKLOG",
+			  NULL);
+	if (wi < 0)
+		fh_warn_dump();
+	FH_CHECK(wi >= 0, "a refused connector whose deadline passed before its retry does not "
+		 "print the listener's reason");
+	fh_log("backlog: refused, retry not run before the deadline: %s", fh_warn_get(wi));
+}
+
 static int backlog_child(void *arg)
 {
 	char handle[NCCL_NET_HANDLE_MAXSIZE], h2[NCCL_NET_HANDLE_MAXSIZE];
@@ -315,15 +373,7 @@ static int backlog_child(void *arg)
 		cres = F.net->connect(F.ctx, 0, h2, &s, &dh);
 		rc = accept(fake, NULL, NULL);
 		if (rc >= 0) {
-			uint8_t buf[NV_WIRE_HDR_SIZE + NV_WIRE_STATUS_SIZE];
-
-			nv_wire_hdr_encode(&(struct nv_msg_hdr){ .type = NV_MSG_STATUS,
-								 .len = NV_WIRE_STATUS_SIZE }, buf);
-			nv_wire_status_encode(NV_WST_BACKLOG, buf + NV_WIRE_HDR_SIZE);
-			usleep(2000); /* let the hello arrive: read it, so the close is no RST */
-			(void)recv(rc, (uint8_t[8192]){ 0 }, 8192, MSG_DONTWAIT);
-			(void)write(rc, buf, sizeof(buf));
-			close(rc);
+			fake_refuse(rc);
 			refusals++;
 		}
 		FH_CHECK(fh_now() - t0 < 10 * fh_scale(), "connect neither failed nor finished");
@@ -338,6 +388,7 @@ static int backlog_child(void *arg)
 	FH_CHECK(refusals > 1, "the connector did not retry a busy listener (%d attempt)", refusals);
 	fh_log("backlog 8: 7 of 15 stalled connectors refused with the reason; a connect to a "
 	       "full listener, %d attempts: %s", refusals, fh_warn_get(wi));
+	backlog_refused_then_late(handle);
 	fh_close(&F);
 	return 0;
 }
