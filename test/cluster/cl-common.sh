@@ -57,4 +57,15 @@ cl_wait() {
 	PORT=$((PORT + 1))
 }
 
+# cl_until SECS CMD...: runs CMD every 50 ms until it succeeds (0) or SECS seconds pass (1); for
+# conditions that take a while on a loaded machine, instead of a fixed sleep.
+cl_until() {
+	local end=$(( $(date +%s) + $1 ))
+	shift
+	until "$@"; do
+		[ "$(date +%s)" -lt "$end" ] || return 1
+		sleep 0.05
+	done
+}
+
 cl_show() { local f; for f in "$TMP/$1".*; do echo "--- ${f##*/}"; tail -n "${2:-25}" "$f"; done; }

@@ -14,13 +14,20 @@ cl_rank down h1 1 2 0 "${long[@]}"
 PORT=$((PORT + 100))
 cl_rank other h0 0 2 1 -t sendrecv -b 8 -e 1M -f 4 -n 200 -w 1
 cl_rank other h1 1 2 1 -t sendrecv -b 8 -e 1M -f 4 -n 200 -w 1
-# mid-run: once both rail-0 ranks print their results table (comms connected, data moving)
-for ((i = 0; i < 400; i++)); do
-	grep -q 'size.*count' "$TMP/down.0" 2>/dev/null && break
-	sleep 0.05
-done
+# mid-run: once both rail-0 ranks have their comms (each its "connected to" and "accepted";
+# rank 0's table alone does not say that rank 1 finished its side of the handshake, which a
+# loaded machine can delay past a fixed pause) and rank 0 prints its results table; then data
+# moves.
+started() {
+	local r
+	grep -q 'size.*count' "$TMP/down.0" 2>/dev/null || return 1
+	for r in 0 1; do
+		grep -q 'NET/Verbs : connected to' "$TMP/down.$r" &&
+			grep -q 'NET/Verbs : accepted' "$TMP/down.$r" || return 1
+	done
+}
+cl_until 40 started || { cl_show down; fail "rail 0's run did not start"; }
 sleep 0.5
-grep -q 'size.*count' "$TMP/down.0" || { cl_show down; fail "rail 0's run did not start"; }
 "$SC" link h1 0 down & "$SC" link h0 0 down || fail "sim-cluster link h0 0 down"
 wait $! || fail "sim-cluster link h1 0 down"
 t0=$(date +%s)
