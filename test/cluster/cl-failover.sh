@@ -12,13 +12,13 @@ cl_up --hosts 2 --nics 2
 run() { # NAME FAILOVER [RECOVER]: both ranks, h0's rail 1 cut once the run is moving data
 	export NCCL_IB_RESILIENCY_PORT_FAILOVER=$2 NCCL_IB_RESILIENCY_PORT_RECOVERY=${3:-0}
 	for r in 0 1; do
-		cl_rank "$1" "h$r" "$r" 2 0 --vdev 0,1 -t sendrecv-bi -b 256K -e 256K -n 4000 -w 1
+		cl_rank "$1" "h$r" "$r" 2 0 --vdev 0,1 -t sendrecv-bi -b 256K -e 256K -n 12000 -w 1
 	done
 	for ((i = 0; i < 400; i++)); do
 		grep -q 'size.*count' "$TMP/$1.0" 2>/dev/null && break
 		sleep 0.05
 	done
-	sleep 0.3
+	sleep 0.1
 	"$SC" link h0 1 down || fail "sim-cluster link h0 1 down"
 	if [ -n "${3:-}" ]; then # back up while the run goes on
 		sleep 0.5
