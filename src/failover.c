@@ -498,7 +498,10 @@ static nv_status_t nv_fo_finish(struct nv_comm *c)
 		f->initiator = 1;
 		return NV_FO_BUSY; /* still armed */
 	}
-	nv_async_sink_clear(&c->sink, NV_SINK_FAILOVER);
+	/* with devices to recover, the next call looks at them (a PORT_ACTIVE that came
+	 * during the round armed us and must not be lost); it disarms if none is back */
+	if (!f->dead_local || !nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY))
+		nv_async_sink_clear(&c->sink, NV_SINK_FAILOVER);
 	/* an event or error that raced with the clear is looked at on the next call */
 	return NV_OK;
 }

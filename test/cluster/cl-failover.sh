@@ -12,7 +12,7 @@ cl_up --hosts 2 --nics 2
 run() { # NAME FAILOVER [RECOVER]: both ranks, h0's rail 1 cut once the run is moving data
 	export NCCL_IB_RESILIENCY_PORT_FAILOVER=$2 NCCL_IB_RESILIENCY_PORT_RECOVERY=${3:-0}
 	for r in 0 1; do
-		cl_rank "$1" "h$r" "$r" 2 0 --vdev 0,1 -t sendrecv-bi -b 256K -e 256K -n 12000 -w 1
+		cl_rank "$1" "h$r" "$r" 2 0 --vdev 0,1 -t sendrecv-bi -b 256K -e 256K -n "${4:-12000}" -w 1
 	done
 	for ((i = 0; i < 400; i++)); do
 		grep -q 'size.*count' "$TMP/$1.0" 2>/dev/null && break
@@ -20,8 +20,11 @@ run() { # NAME FAILOVER [RECOVER]: both ranks, h0's rail 1 cut once the run is m
 	done
 	sleep 0.1
 	"$SC" link h0 1 down || fail "sim-cluster link h0 1 down"
-	if [ -n "${3:-}" ]; then # back up while the run goes on
-		sleep 0.5
+	if [ -n "${3:-}" ]; then # back up, once h0 failed over, while the run goes on
+		for ((i = 0; i < 200; i++)); do
+			grep -q 'PORT_FAILOVER: going on' "$TMP/$1.0" 2>/dev/null && break
+			sleep 0.05
+		done
 		"$SC" link h0 1 up || fail "sim-cluster link h0 1 up"
 	fi
 	cl_wait
@@ -37,7 +40,7 @@ for r in 0 1; do
 		{ cl_show fo 60; fail "rank $r: a failover WARN does not name mlx5_1:1"; }
 done
 echo "h0's rail 1 cut mid-run, failover on: both ranks finished, values right, one WARN per comm: ok"
-NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET run rec 1 1
+NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY=50 run rec 1 1 24000
 [ "$rc" = 0 ] || { cl_show rec; fail "recovery on: $rc rank(s) failed"; }
 grep -q 'Out of bounds values : 0 OK' "$TMP/rec.0" || { cl_show rec 60; fail "recovery: values"; }
 for r in 0 1; do

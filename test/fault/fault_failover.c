@@ -369,8 +369,9 @@ static void recovery(struct fh *f, int vdev)
 		 "recovery: not down to one QP after the failover");
 	FH_CHECK(fh_sv_control("port-up simib0 1") == 0, "port-up");
 	x.at = -1;
-	for (k = 0; k < 200 && (((struct nv_comm *)x.s)->nqps != 2 ||
-				((struct nv_comm *)x.r)->nqps != 2); k++) {
+	/* the event thread delivers PORT_ACTIVE, then the start delay: bounded by time, not count */
+	for (k = 0; fh_now() - t0 < BOUND && (((struct nv_comm *)x.s)->nqps != 2 ||
+					       ((struct nv_comm *)x.r)->nqps != 2); k++) {
 		x.seed = 22 + (uint64_t)k;
 		x.n = 8;
 		FH_CHECK(stream(&x) == 0, "recovery: a call failed while the port came back");
@@ -405,7 +406,7 @@ static void cycles(struct fh *f, int vdev, int n)
 	struct run x;
 	unsigned ss, sr, rs, rr;
 	int i, k, w0 = fh_warn_count();
-	double t0 = fh_now();
+	double t0 = fh_now(), tk;
 
 	pair_open(f, vdev, &x, "cycles", 300);
 	for (i = 0; i < n; i++) {
@@ -419,8 +420,9 @@ static void cycles(struct fh *f, int vdev, int n)
 		FH_CHECK(((struct nv_comm *)x.s)->nqps == 1, "cycle %d: no failover", i);
 		FH_CHECK(fh_sv_control(rail ? "port-up simib1 1" : "port-up simib0 1") == 0, "up");
 		x.at = -1;
-		for (k = 0; k < 300 && (((struct nv_comm *)x.s)->nqps != 2 ||
-					((struct nv_comm *)x.r)->nqps != 2); k++) {
+		for (k = 0, tk = fh_now(); fh_now() - tk < BOUND && (((struct nv_comm *)x.s)->nqps != 2 ||
+								    ((struct nv_comm *)x.r)->nqps != 2);
+		     k++) {
 			x.n = 4;
 			x.seed = 1000 + (uint64_t)(i * 300 + k);
 			FH_CHECK(stream(&x) == 0, "cycle %d: a call failed while rail %d came back", i,
