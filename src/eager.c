@@ -114,11 +114,6 @@ nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int 
 
 /* ---- receive: ring entries ------------------------------------------------- */
 
-static inline struct nv_eager_trailer *nv_eager_trl(const struct nv_eager_recv *E, uint64_t seq)
-{
-	return (struct nv_eager_trailer *)(E->ring + (seq % NV_EAGER_SLOTS) * E->entry + E->entry -
-					   NV_EAGER_TRAILER);
-}
 
 static __attribute__((noinline, cold)) int nv_eager_bad(struct nv_recv_comm *rc, uint64_t seq)
 {
@@ -259,8 +254,8 @@ static int nv_eager_deliver(struct nv_recv_comm *rc, uint64_t seq, int posted)
 	return 0;
 }
 
-/* Frees finished sequences from the tail; grants the freed ring entries in batches. */
-static nv_status_t nv_eager_advance(struct nv_recv_comm *rc)
+/* The grant write: sequences below tail + NV_EAGER_SLOTS may go eager. */
+__attribute__((noinline)) nv_status_t nv_eager_grant(struct nv_recv_comm *rc)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_eager_recv *E = &rc->eager;
@@ -269,10 +264,7 @@ static nv_status_t nv_eager_advance(struct nv_recv_comm *rc)
 	struct ibv_sge sge;
 	uint64_t *src;
 
-	while (E->tail < rc->head && E->seqs[E->tail % NV_EAGER_SLOTS].state == NV_ESEQ_DONE)
-		E->seqs[E->tail++ % NV_EAGER_SLOTS].state = NV_ESEQ_FREE;
-	if (nv_likely(E->tail + NV_EAGER_SLOTS - E->granted < NV_EAGER_GRANT_BATCH) ||
-	    q->outstanding + 1 > q->max_wr)
+	if (q->outstanding + 1 > q->max_wr)
 		return NV_OK; /* a full queue: later (the sender waits for CTS meanwhile) */
 	/* one source word per grant write, reused NV_EAGER_SLOTS grants later, long
 	 * after the write executed (the sender used those grants) */
@@ -303,6 +295,7 @@ static nv_status_t nv_eager_advance(struct nv_recv_comm *rc)
 	E->granted = *src;
 	return NV_OK;
 }
+
 
 /* RECV (unless a surplus one is in the queue) and the CTS of cursor seq; 1 no room yet. */
 static int nv_eager_post_cts(struct nv_recv_comm *rc, uint64_t seq)
@@ -392,28 +385,28 @@ nv_status_t nv_eager_poll(struct nv_recv_comm *rc)
 }
 
 /* The entries still open on cursor seq's CTS got their data: sizes, and they are done. */
-static nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint32_t imm)
+nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint32_t imm)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_eager_recv *E = &rc->eager;
 	const struct nv_recv_ctrl *ctrl = c->ctrl;
 	const struct nv_cts_entry *e = ctrl->shadow[seq % NV_FIFO_SLOTS];
 	struct nv_request *r = &c->reqs[E->seqs[seq % NV_EAGER_SLOTS].req];
-	uint32_t cap[NV_MAX_RECVS];
+	uint32_t cap[NV_MAX_RECVS] = { 0 };
 	uint64_t end = r->seq + r->nreqs, s;
 	char why[128];
 	int i, n = r->eager_left;
 
-	for (i = 0; i < n; i++)
-		cap[i] = (uint32_t)e[i].size;
-	if (n == 1) {
-		if (nv_unlikely(imm > cap[0])) {
+	if (nv_likely(n == 1)) {
+		if (nv_unlikely(imm > e[0].size)) {
 			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s sent %u bytes into a %u-byte receive "
-				     "(protocol violation)", c->peer, imm, cap[0]);
+				     "(protocol violation)", c->peer, imm, (uint32_t)e[0].size);
 			return c->error;
 		}
 		r->sizes[r->eager_map[0]] = imm;
 	} else {
+		for (i = 0; i < n; i++)
+			cap[i] = (uint32_t)e[i].size;
 		const uint32_t *rec = ctrl->records[seq % NV_FIFO_SLOTS];
 
 		if (nv_records_check(rec, cap, n, why, sizeof(why))) {
@@ -425,7 +418,8 @@ static nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint
 			r->sizes[r->eager_map[i]] = rec[i];
 	}
 	/* the CTS of n entries stood for the messages seq .. seq + n - 1 */
-	for (s = seq; s < end; s++)
+	E->seqs[seq % NV_EAGER_SLOTS].state = NV_ESEQ_DONE;
+	for (s = seq + 1; nv_unlikely(s < end); s++)
 		E->seqs[s % NV_EAGER_SLOTS].state = NV_ESEQ_DONE;
 	r->eager_left = 0;
 	r->pending -= n;
@@ -434,13 +428,13 @@ static nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint
 	return nv_eager_advance(rc);
 }
 
-nv_status_t nv_eager_recv_cqe(struct nv_recv_comm *rc, const struct ibv_wc *wc)
+
+nv_status_t nv_eager_recv_cqe_slow(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 {
 	struct nv_comm *c = &rc->base;
 	uint64_t seq;
 	char id[256];
 
-	c->qps[0].recv_outstanding--;
 	if (nv_eager_drain(rc, &seq) != NV_OK)
 		return c->error;
 	if (nv_unlikely(seq == rc->head || !(wc->wc_flags & IBV_WC_WITH_IMM))) {
@@ -466,13 +460,76 @@ nv_status_t nv_eager_copy_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 
 /* ---- receive: irecv --------------------------------------------------------- */
 
-static inline int nv_eager_room(const struct nv_recv_comm *rc, int n)
+/* RECV (or a surplus one) and CTS of one entry for seq, room checked by the caller. */
+static inline int nv_eager_post_one(struct nv_recv_comm *rc, uint64_t seq, uint32_t slot)
 {
-	const struct nv_comm_qp *q = &rc->base.qps[0];
+	struct nv_comm *c = &rc->base;
+	struct nv_comm_qp *q = &c->qps[0];
+	struct ibv_recv_wr *wr = &rc->recv_wr, *bad;
 
-	return rc->head + (uint64_t)n - rc->eager.tail <= NV_EAGER_SLOTS &&
-	       q->outstanding + 1 <= q->max_wr &&
-	       (rc->eager.surplus || q->recv_outstanding + 1 <= q->max_recv);
+	if (nv_unlikely(rc->eager.surplus)) {
+		rc->eager.surplus--;
+	} else {
+		wr->wr_id = NV_WRID(NV_WR_RECV, 0, 0, slot); /* not used to match (comm.h) */
+		q->recv_outstanding++;
+		if (nv_ibv_post_recv(q->qp, wr, &bad) != NV_OK) {
+			nv_comm_fail(c, NV_ERR_SYSTEM, "posting a receive on QP 0x%x (from %s) "
+				     "failed", q->qp->qp_num, c->peer);
+			return -1;
+		}
+	}
+	rc->eager.seqs[slot].state = NV_ESEQ_WAIT;
+	(void)seq;
+	return nv_recv_post_cts_q(rc, q, 0, slot, 1) == NV_OK ? 0 : -1;
+}
+
+
+/*
+ * irecv of one registered buffer with room for it: the same sequence state,
+ * entry, arrival check and RECV + CTS as the general path below, without its
+ * loops and the pass over older sequences.
+ */
+nv_status_t nv_eager_irecv_one(struct nv_recv_comm *rc, void *data, size_t size, int tag,
+			       const struct nv_mhandle *mh, void *phandle, void **request)
+{
+	struct nv_comm *c = &rc->base;
+	struct nv_eager_recv *E = &rc->eager;
+	uint64_t seq = rc->head;
+	uint32_t slot = (uint32_t)(seq % NV_EAGER_SLOTS);
+	struct nv_cts_entry *e = &((struct nv_recv_ctrl *)c->ctrl)->shadow[slot][0];
+	struct nv_request *req = nv_req_get(c, NV_REQ_RECV);
+	int r;
+
+	if (!req)
+		return nv_comm_idle_call(c);
+	req->seq = seq;
+	req->pending = 1;
+	req->eager_left = 1;
+	req->eager_map[0] = 0;
+	req->eager_kind[0] = (uint8_t)mh->kind;
+	req->mem_kind = (uint8_t)mh->kind;
+	req->sizes[0] = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
+	if (nv_unlikely(nv_prof_cb != NULL)) {
+		req->phandle[0] = phandle;
+		nv_prof_qp_start(req, phandle, c->qps[0].dev, c->qps[0].qp->qp_num,
+				 IBV_WC_RECV_RDMA_WITH_IMM, size, NV_WRID(NV_WR_RECV, 0, 0, slot));
+	}
+	e->addr = (uintptr_t)data;
+	e->size = (uint64_t)req->sizes[0];
+	e->rkey[0] = mh->rkey[0];
+	e->tag = (uint32_t)tag;
+	e->nreqs = 1;
+	e->seq = seq + 1;
+	E->seqs[slot].req = req->idx;
+	E->seqs[slot].state = NV_ESEQ_PEND;
+	rc->head = seq + 1;
+	*request = req;
+	r = nv_eager_arrived(rc, seq);
+	if (nv_likely(r == 0)) /* room checked by the caller */
+		return nv_eager_post_one(rc, seq, slot) < 0 ? c->error : NV_OK;
+	if (r < 0 || nv_eager_deliver(rc, seq, 0) < 0)
+		return c->error;
+	return nv_eager_advance(rc);
 }
 
 nv_status_t nv_eager_irecv(struct nv_recv_comm *rc, int n, void **data, size_t *sizes, int *tags,
@@ -497,6 +554,9 @@ nv_status_t nv_eager_irecv(struct nv_recv_comm *rc, int n, void **data, size_t *
 	if (!nv_eager_room(rc, n) &&
 	    (nv_comm_progress(c) != NV_OK || nv_eager_poll(rc) != NV_OK || !nv_eager_room(rc, n)))
 		return c->error != NV_OK ? c->error : nv_comm_idle_call(c);
+	if (n == 1 && mhandles && mhandles[0])
+		return nv_eager_irecv_one(rc, data[0], sizes[0], tags[0], mhandles[0],
+					  phandles ? phandles[0] : NULL, request);
 	req = nv_req_get(c, NV_REQ_RECV);
 	if (!req)
 		return nv_comm_idle_call(c);

@@ -809,8 +809,12 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	st = nv_comm_check(c, "irecv");
 	if (st != NV_OK)
 		return st == NV_FO_BUSY ? NV_OK : st;
-	if (rc->eager.max) /* every entry its own sequence (comm.h) */
+	if (rc->eager.max) { /* every entry its own sequence (comm.h) */
+		if (nv_likely(n == 1 && mhandles && mhandles[0] && nv_eager_room(rc, 1)))
+			return nv_eager_irecv_one(rc, data[0], sizes[0], tags[0], mhandles[0],
+						  phandles ? phandles[0] : NULL, request);
 		return nv_eager_irecv(rc, n, data, sizes, tags, mhandles, phandles, request);
+	}
 	/* one registered buffer: the check below has nothing to refuse */
 	if (nv_likely(n == 1 && c->nq == 1 && c->ndevs == 1 && mhandles && mhandles[0]))
 		return nv_irecv_single(rc, data[0], sizes[0], tags[0], mhandles[0],

@@ -6,6 +6,8 @@
 #ifndef NV_P2P_H
 #define NV_P2P_H
 
+#include <arpa/inet.h>
+
 #include "comm.h"
 #include "ibv.h"
 #include "prof.h"
@@ -81,8 +83,73 @@ nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int 
 /* irecv on a comm with eager on (every entry one sequence). */
 nv_status_t nv_eager_irecv(struct nv_recv_comm *rc, int n, void **data, size_t *sizes, int *tags,
 			   void **mhandles, void **phandles, void **request);
-/* A WRITE_WITH_IMM completion on an eager comm (matched by order, not wr_id). */
-nv_status_t nv_eager_recv_cqe(struct nv_recv_comm *rc, const struct ibv_wc *wc);
+/* irecv of one registered buffer on an eager comm with room (nv_eager_room). */
+nv_status_t nv_eager_irecv_one(struct nv_recv_comm *rc, void *data, size_t size, int tag,
+			       const struct nv_mhandle *mh, void *phandle, void **request);
+/* Room for n more sequences and the cursor's RECV and CTS. */
+static inline int nv_eager_room(const struct nv_recv_comm *rc, int n)
+{
+	const struct nv_comm_qp *q = &rc->base.qps[0];
+
+	return rc->head + (uint64_t)n - rc->eager.tail <= NV_EAGER_SLOTS &&
+	       q->outstanding + 1 <= q->max_wr &&
+	       (rc->eager.surplus || q->recv_outstanding + 1 <= q->max_recv);
+}
+/* The trailer of ring entry seq % NV_EAGER_SLOTS (it ends the entry). */
+static inline struct nv_eager_trailer *nv_eager_trl(const struct nv_eager_recv *E, uint64_t seq)
+{
+	return (struct nv_eager_trailer *)(E->ring + (seq % NV_EAGER_SLOTS) * E->entry + E->entry -
+					   NV_EAGER_TRAILER);
+}
+
+/* The grant write (sequences below tail + NV_EAGER_SLOTS may go eager). */
+nv_status_t nv_eager_grant(struct nv_recv_comm *rc);
+
+/* Frees finished sequences from the tail; grants the freed ring entries in batches. */
+static inline nv_status_t nv_eager_advance(struct nv_recv_comm *rc)
+{
+	struct nv_eager_recv *E = &rc->eager;
+
+	while (E->tail < rc->head && E->seqs[E->tail % NV_EAGER_SLOTS].state == NV_ESEQ_DONE)
+		E->seqs[E->tail++ % NV_EAGER_SLOTS].state = NV_ESEQ_FREE;
+	if (nv_likely(E->tail + NV_EAGER_SLOTS - E->granted < NV_EAGER_GRANT_BATCH))
+		return NV_OK;
+	return nv_eager_grant(rc);
+}
+
+/* The entries still open on cursor seq's CTS got their data (sizes from imm or the records). */
+nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint32_t imm);
+/* A WRITE_WITH_IMM completion that is not the common case below (RECV already counted). */
+nv_status_t nv_eager_recv_cqe_slow(struct nv_recv_comm *rc, const struct ibv_wc *wc);
+
+/*
+ * A WRITE_WITH_IMM completion on an eager comm, matched by order, not wr_id
+ * (comm.h). The common case inline: the tail waits for it on a CTS of one
+ * entry and its ring entry has not arrived; no sequence is older, so no ring
+ * entry written before this completion can be pending.
+ */
+static inline nv_status_t nv_eager_recv_cqe(struct nv_recv_comm *rc, const struct ibv_wc *wc)
+{
+	struct nv_comm *c = &rc->base;
+	struct nv_eager_recv *E = &rc->eager;
+	uint64_t seq = E->tail;
+	uint32_t slot = (uint32_t)(seq % NV_EAGER_SLOTS), imm = ntohl(wc->imm_data);
+	struct nv_request *r = &c->reqs[E->seqs[slot].req];
+
+	c->qps[0].recv_outstanding--;
+	if (nv_unlikely(seq >= rc->head || E->seqs[slot].state != NV_ESEQ_WAIT ||
+			!(wc->wc_flags & IBV_WC_WITH_IMM) || r->eager_left != 1 ||
+			__atomic_load_n(&nv_eager_trl(E, seq)->seq, __ATOMIC_ACQUIRE) == seq + 1 ||
+			imm > ((struct nv_recv_ctrl *)c->ctrl)->shadow[slot][0].size))
+		return nv_eager_recv_cqe_slow(rc, wc);
+	r->sizes[r->eager_map[0]] = imm;
+	r->eager_left = 0;
+	if (--r->pending == 0)
+		r->done = 1;
+	E->seqs[slot].state = NV_ESEQ_FREE;
+	E->tail = seq + 1;
+	return nv_eager_advance(rc);
+}
 /* A loopback copy into a GPU buffer completed. */
 nv_status_t nv_eager_copy_done(struct nv_recv_comm *rc, const struct ibv_wc *wc);
 /* Delivers the ring entries that arrived, in sequence order; NV_OK or the sticky error. */
