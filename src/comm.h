@@ -314,6 +314,7 @@ struct nv_eager_recv {
 	uint64_t granted;		/* last grant written to the sender */
 	uint32_t surplus;		/* RECVs posted for sequences that went eager */
 	uint32_t ngrant;		/* grant writes posted (source index) */
+	uint32_t dirty;			/* a PEND or COPYQ sequence may wait for a pass */
 	struct nv_eager_seq seqs[NV_EAGER_SLOTS];
 };
 #define NV_EAGER_RING_BYTES(entry) ((size_t)NV_EAGER_SLOTS * (entry) + NV_EAGER_SLOTS * 8)

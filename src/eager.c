@@ -158,8 +158,10 @@ static int nv_eager_copy_post(struct nv_recv_comm *rc, uint64_t seq)
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge;
 
-	if (d->flush_outstanding >= d->flush_max)
-		return 0; /* COPYQ: posted by a later poll */
+	if (d->flush_outstanding >= d->flush_max) {
+		E->dirty = 1;
+		return 0; /* COPYQ: posted by a later pass */
+	}
 	memset(&wr, 0, sizeof(wr));
 	sge.addr = (uintptr_t)t - t->size;
 	sge.length = t->size < e->size ? t->size : (uint32_t)e->size;
@@ -203,6 +205,7 @@ static void nv_eager_cursor_next(struct nv_recv_comm *rc, uint64_t c, struct nv_
 	}
 	r->eager_left = (uint8_t)n;
 	rc->eager.seqs[(c + 1) % NV_EAGER_SLOTS].state = NV_ESEQ_PEND;
+	rc->eager.dirty = 1;
 }
 
 /*
@@ -307,8 +310,10 @@ static int nv_eager_post_cts(struct nv_recv_comm *rc, uint64_t seq)
 	struct nv_request *r = &c->reqs[rc->eager.seqs[slot].req];
 
 	if (q->outstanding + 1 > q->max_wr ||
-	    (!rc->eager.surplus && q->recv_outstanding + 1 > q->max_recv))
+	    (!rc->eager.surplus && q->recv_outstanding + 1 > q->max_recv)) {
+		rc->eager.dirty = 1; /* PEND: posted by a later pass */
 		return 1;
+	}
 	if (rc->eager.surplus) {
 		rc->eager.surplus--;
 	} else {
@@ -351,6 +356,7 @@ static nv_status_t nv_eager_drain(struct nv_recv_comm *rc, uint64_t *first)
 	int r = 0;
 
 	*first = rc->head;
+	E->dirty = 0;
 	for (seq = E->tail; seq < rc->head && r >= 0; seq++) {
 		struct nv_eager_seq *q = &E->seqs[seq % NV_EAGER_SLOTS];
 

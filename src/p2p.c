@@ -974,7 +974,7 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 		if (st != NV_OK)
 			return st;
 		if (r->type == NV_REQ_RECV && ((struct nv_recv_comm *)c)->eager.max && !r->done &&
-		    (st = nv_eager_poll((struct nv_recv_comm *)c)) != NV_OK)
+		    (st = nv_eager_test_poll((struct nv_recv_comm *)c, r)) != NV_OK)
 			return st;
 		if (!r->done) {
 			st = nv_comm_idle(c, r);

@@ -154,5 +154,22 @@ static inline nv_status_t nv_eager_recv_cqe(struct nv_recv_comm *rc, const struc
 nv_status_t nv_eager_copy_done(struct nv_recv_comm *rc, const struct ibv_wc *wc);
 /* Delivers the ring entries that arrived, in sequence order; NV_OK or the sticky error. */
 nv_status_t nv_eager_poll(struct nv_recv_comm *rc);
+/*
+ * test() of receive r, not done after the CQ poll: a pass over the posted
+ * sequences only when it can finish something, i.e. the ring entry of r's
+ * cursor arrived, or a sequence waits for a CTS or copy that found no room.
+ * Other receives' arrived entries are taken when they are tested or when a
+ * completion needs the pass (nv_eager_recv_cqe_slow).
+ */
+static inline nv_status_t nv_eager_test_poll(struct nv_recv_comm *rc, const struct nv_request *r)
+{
+	struct nv_eager_recv *E = &rc->eager;
+	uint64_t c = r->seq + r->nreqs - r->eager_left;
+
+	if (nv_unlikely(E->dirty) ||
+	    (r->eager_left && __atomic_load_n(&nv_eager_trl(E, c)->seq, __ATOMIC_ACQUIRE) == c + 1))
+		return nv_eager_poll(rc);
+	return NV_OK;
+}
 
 #endif /* NV_P2P_H */
