@@ -24,7 +24,7 @@
  *  - Send and receive queues never overflow: every post checks the QP's
  *    outstanding count (retired by signalled completions) and waits (NULL
  *    request) when full. Nor do CQs: each holds an entry for every WR its
- *    QPs may have outstanding under those limits (nv_cq_plan, qp.c).
+ *    QPs may have outstanding under those limits (nv_cq_plan, cq_plan.c).
  *
  * Threads: a comm is driven by one progress thread (isend/irecv/test/iflush)
  * while the service thread may register memory on it; registration touches
