@@ -466,73 +466,18 @@ nv_status_t nv_eager_copy_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 
 /* ---- receive: irecv --------------------------------------------------------- */
 
-/* RECV (or a surplus one) and CTS of one entry for seq, room checked by the caller. */
-static inline int nv_eager_post_one(struct nv_recv_comm *rc, uint64_t seq, uint32_t slot)
-{
-	struct nv_comm *c = &rc->base;
-	struct nv_comm_qp *q = &c->qps[0];
-	struct ibv_recv_wr *wr = &rc->recv_wr, *bad;
-
-	if (nv_unlikely(rc->eager.surplus)) {
-		rc->eager.surplus--;
-	} else {
-		wr->wr_id = NV_WRID(NV_WR_RECV, 0, 0, slot); /* not used to match (comm.h) */
-		q->recv_outstanding++;
-		if (nv_ibv_post_recv(q->qp, wr, &bad) != NV_OK) {
-			nv_comm_fail(c, NV_ERR_SYSTEM, "posting a receive on QP 0x%x (from %s) "
-				     "failed", q->qp->qp_num, c->peer);
-			return -1;
-		}
-	}
-	rc->eager.seqs[slot].state = NV_ESEQ_WAIT;
-	(void)seq;
-	return nv_recv_post_cts_q(rc, q, 0, slot, 1) == NV_OK ? 0 : -1;
-}
-
-
 /*
- * irecv of one registered buffer with room for it: the same sequence state,
- * entry, arrival check and RECV + CTS as the general path below, without its
- * loops and the pass over older sequences.
+ * The rest of nv_eager_irecv_one (p2p.h) when the ring entry of seq has its
+ * flag already: checked and delivered, or the sticky error.
  */
-nv_status_t nv_eager_irecv_one(struct nv_recv_comm *rc, void *data, size_t size, int tag,
-			       const struct nv_mhandle *mh, void *phandle, void **request)
+nv_status_t nv_eager_irecv_arrived(struct nv_recv_comm *rc, uint64_t seq)
 {
 	struct nv_comm *c = &rc->base;
-	struct nv_eager_recv *E = &rc->eager;
-	uint64_t seq = rc->head;
-	uint32_t slot = (uint32_t)(seq % NV_EAGER_SLOTS);
-	struct nv_cts_entry *e = &((struct nv_recv_ctrl *)c->ctrl)->shadow[slot][0];
-	struct nv_request *req = nv_req_get(c, NV_REQ_RECV);
-	int r;
+	int r = nv_eager_arrived(rc, seq);
 
-	if (!req)
-		return nv_comm_idle_call(c);
-	req->seq = seq;
-	req->pending = 1;
-	req->eager_left = 1;
-	req->eager_map[0] = 0;
-	req->eager_kind[0] = (uint8_t)mh->kind;
-	req->mem_kind = (uint8_t)mh->kind;
-	req->sizes[0] = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
-	if (nv_unlikely(nv_prof_cb != NULL)) {
-		req->phandle[0] = phandle;
-		nv_prof_qp_start(req, phandle, c->qps[0].dev, c->qps[0].qp->qp_num,
-				 IBV_WC_RECV_RDMA_WITH_IMM, size, NV_WRID(NV_WR_RECV, 0, 0, slot));
-	}
-	e->addr = (uintptr_t)data;
-	e->size = (uint64_t)req->sizes[0];
-	e->rkey[0] = mh->rkey[0];
-	e->tag = (uint32_t)tag;
-	e->nreqs = 1;
-	e->seq = seq + 1;
-	E->seqs[slot].req = req->idx;
-	E->seqs[slot].state = NV_ESEQ_PEND;
-	rc->head = seq + 1;
-	*request = req;
-	r = nv_eager_arrived(rc, seq);
-	if (nv_likely(r == 0)) /* room checked by the caller */
-		return nv_eager_post_one(rc, seq, slot) < 0 ? c->error : NV_OK;
+	if (r == 0) /* cannot be: the caller saw the flag, and only the peer writes it */
+		return nv_eager_post_one(rc, (uint32_t)(seq % NV_EAGER_SLOTS)) < 0 ? c->error
+										     : NV_OK;
 	if (r < 0 || nv_eager_deliver(rc, seq, 0) < 0)
 		return c->error;
 	return nv_eager_advance(rc);
