@@ -473,12 +473,13 @@ nv_status_t nv_eager_copy_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 nv_status_t nv_eager_irecv_arrived(struct nv_recv_comm *rc, uint64_t seq)
 {
 	struct nv_comm *c = &rc->base;
-	int r = nv_eager_arrived(rc, seq);
 
-	if (r == 0) /* cannot be: the caller saw the flag, and only the peer writes it */
-		return nv_eager_post_one(rc, (uint32_t)(seq % NV_EAGER_SLOTS)) < 0 ? c->error
-										     : NV_OK;
-	if (r < 0 || nv_eager_deliver(rc, seq, 0) < 0)
+	/* the flag was read (acquire) by the caller; the size is read after it */
+	if (nv_unlikely(nv_eager_trl(&rc->eager, seq)->size > rc->eager.max)) {
+		nv_eager_bad(rc, seq);
+		return c->error;
+	}
+	if (nv_eager_deliver(rc, seq, 0) < 0)
 		return c->error;
 	return nv_eager_advance(rc);
 }
