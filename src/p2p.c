@@ -123,10 +123,11 @@ static inline __attribute__((always_inline)) nv_status_t nv_recv_done(struct nv_
 								      const struct ibv_wc *wc)
 {
 	struct nv_comm *c = &rc->base;
-	struct nv_request *r = &c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq];
+	struct nv_request *r;
 
 	if (nv_unlikely(rc->eager.max)) /* matched by order there, not by wr_id */
 		return nv_eager_recv_cqe(rc, wc);
+	r = &c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq];
 	c->qps[nv_qp_of(NV_WRID_QP(wc->wr_id), c->nqps)].recv_outstanding--;
 
 	if (r->nreqs == 1 && (wc->wc_flags & IBV_WC_WITH_IMM)) {
