@@ -193,9 +193,13 @@ nv_status_t nv_eager_recv_cqe_slow(struct nv_recv_comm *rc, const struct ibv_wc 
 
 /*
  * A WRITE_WITH_IMM completion on an eager comm, matched by order, not wr_id
- * (comm.h). The common case inline: the tail waits for it on a CTS of one
- * entry and its ring entry has not arrived; no sequence is older, so no ring
- * entry written before this completion can be pending.
+ * (comm.h). The common case inline: the tail waits for it on the CTS of a
+ * one-buffer receive and its ring entry has not arrived; no sequence is
+ * older, so no ring entry written before this completion can be pending.
+ * Only sequences in [tail, head) have a state other than FREE (irecv sets
+ * head's, the tail frees what it passes), so a WAIT tail is below head; and
+ * a one-buffer receive in WAIT has its one entry open (eager_left 1, its
+ * capacity in sizes[0], pending 1).
  */
 static inline nv_status_t nv_eager_recv_cqe(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 {
@@ -206,15 +210,14 @@ static inline nv_status_t nv_eager_recv_cqe(struct nv_recv_comm *rc, const struc
 	struct nv_request *r = &c->reqs[E->seqs[slot].req];
 
 	c->qps[0].recv_outstanding--;
-	if (nv_unlikely(seq >= rc->head || E->seqs[slot].state != NV_ESEQ_WAIT ||
-			!(wc->wc_flags & IBV_WC_WITH_IMM) || r->eager_left != 1 ||
-			__atomic_load_n(&nv_eager_trl(E, seq)->seq, __ATOMIC_ACQUIRE) == seq + 1 ||
-			imm > ((struct nv_recv_ctrl *)c->ctrl)->shadow[slot][0].size))
+	if (nv_unlikely(E->seqs[slot].state != NV_ESEQ_WAIT || r->nreqs != 1 ||
+			!(wc->wc_flags & IBV_WC_WITH_IMM) || imm > r->sizes[0] ||
+			__atomic_load_n(&nv_eager_trl(E, seq)->seq, __ATOMIC_ACQUIRE) == seq + 1))
 		return nv_eager_recv_cqe_slow(rc, wc);
-	r->sizes[r->eager_map[0]] = imm;
+	r->sizes[0] = imm;
 	r->eager_left = 0;
-	if (--r->pending == 0)
-		r->done = 1;
+	r->pending = 0;
+	r->done = 1;
 	E->seqs[slot].state = NV_ESEQ_FREE;
 	E->tail = seq + 1;
 	return nv_eager_advance(rc);
