@@ -14,7 +14,10 @@
  *     errors). Errors that the peer's own round may have caused (retry
  *     exceeded, remote errors) only make the device a suspect: when the
  *     peer's STATE arrives within NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY
- *     ms (the initiator waits that long), they are dismissed, else blamed.
+ *     ms (the initiator waits that long), they are dismissed; else our STATE
+ *     names them as suspects, and once both STATEs are known both sides
+ *     dismiss them if the peer's names a device newly failed for certain (a
+ *     late peer, e.g. on a loaded host), and blame them otherwise.
  *  2. Drain: every QP of the comm (the healthy ones too) is moved to error and
  *     its CQ polled until each QP's send queue has delivered a marker WR
  *     posted behind everything else and every posted RECV has completed. A
@@ -183,6 +186,7 @@ static void nv_fo_put_msg(struct nv_fo *f, uint16_t type, uint64_t head, uint32_
 			  uint32_t len)
 {
 	struct nv_fo_hdr h = { .type = type, .epoch = f->epoch, .dead = f->dead_local,
+			       .suspect = type == NV_FO_MSG_STATE ? (uint16_t)f->sus_sent : 0,
 			       .head = head, .nrec = nrec, .len = len };
 
 	nv_fo_hdr_encode(&h, f->out);
@@ -426,23 +430,47 @@ static void nv_fo_mark_dead(struct nv_comm *c, uint32_t mask)
 	f->dead_local |= mask;
 }
 
+/*
+ * Both STATEs are known: the suspects of each side are decided the same way
+ * on both. A side's suspects (retry exceeded, remote errors: what the other
+ * side's drain causes) are dismissed when the other side's STATE names a
+ * device newly failed for certain, whose round explains them, and blamed
+ * otherwise (e.g. both sides saw only timeouts on one rail). The peer's
+ * devices that failed, so decided, are returned in *peer_dead.
+ */
+static void nv_fo_suspects(struct nv_comm *c, uint32_t *peer_dead)
+{
+	struct nv_fo *f = c->fo;
+	uint32_t local_new = f->dead_local & ~f->sent_dead;
+	uint32_t peer_new = f->peer.dead & ~f->dead_peer;
+
+	if (!peer_new)
+		nv_fo_mark_dead(c, f->sus_sent);
+	f->sus_sent = 0;
+	*peer_dead = f->peer.dead | (local_new ? 0 : f->peer.suspect);
+}
+
 /* Both STATEs are known: decide, restart, repost; then READY. */
 static nv_status_t nv_fo_apply(struct nv_comm *c)
 {
 	struct nv_fo *f = c->fo;
-	uint32_t new_peer, back_peer, back_local, new_local = f->dead_local & ~f->sent_dead;
+	uint32_t new_peer, back_peer, back_local, new_local, peer_dead;
 	uint32_t mask = (1u << c->rmeta->ndevs) - 1;
 
 	if (f->peer.type != NV_FO_MSG_STATE || f->peer.epoch != f->epoch ||
-	    (f->peer.dead & ~mask) || (c->type == NV_COMM_RECV && f->peer.nrec))
+	    ((f->peer.dead | f->peer.suspect) & ~mask) ||
+	    (c->type == NV_COMM_RECV && f->peer.nrec))
 		return nv_fo_fail(c, "the peer's failover state (type %u, round %u, devices 0x%x, "
-				  "%u records) does not match ours (round %u)", f->peer.type,
-				  f->peer.epoch, f->peer.dead, f->peer.nrec, f->epoch);
-	new_peer = f->peer.dead & ~f->dead_peer;
+				  "suspects 0x%x, %u records) does not match ours (round %u)",
+				  f->peer.type, f->peer.epoch, f->peer.dead, f->peer.suspect,
+				  f->peer.nrec, f->epoch);
+	nv_fo_suspects(c, &peer_dead);
+	new_local = f->dead_local & ~f->sent_dead;
+	new_peer = peer_dead & ~f->dead_peer;
 	f->round_failed = (new_local | new_peer) != 0;
-	back_peer = f->dead_peer & ~f->peer.dead; /* the peer recovered them */
+	back_peer = f->dead_peer & ~peer_dead; /* the peer recovered them */
 	back_local = f->sent_dead & ~f->dead_local;
-	f->dead_peer = f->peer.dead;
+	f->dead_peer = peer_dead;
 	if (c->type == NV_COMM_SEND && nv_fo_sender_apply(c) != NV_OK)
 		return c->error;
 	if (nv_fo_relayout(c, new_local, new_peer) != NV_OK)
@@ -532,7 +560,8 @@ static nv_status_t nv_fo_step(struct nv_comm *c)
 			f->suspect = 0; /* the peer's round explains errors seen from its side */
 		r = 0;
 		f->revive |= nv_fo_revivable(c, &r);
-		nv_fo_mark_dead(c, f->blame | f->suspect);
+		nv_fo_mark_dead(c, f->blame);
+		f->sus_sent = f->suspect & ~f->blame & ~f->dead_local;
 		f->revive &= ~(f->blame | f->suspect);
 		f->dead_local &= ~f->revive;
 		f->blame = f->suspect = 0;

@@ -46,6 +46,8 @@ void nv_fo_hdr_encode(const struct nv_fo_hdr *h, uint8_t *b)
 	nv_put32(b, NV_FO_MAGIC);
 	b[4] = (uint8_t)(h->type >> 8);
 	b[5] = (uint8_t)h->type;
+	b[6] = (uint8_t)(h->suspect >> 8);
+	b[7] = (uint8_t)h->suspect;
 	nv_put32(b + 8, h->epoch);
 	nv_put32(b + 12, h->dead);
 	nv_put64(b + 16, h->head);
@@ -60,6 +62,7 @@ int nv_fo_hdr_decode(const uint8_t *b, struct nv_fo_hdr *h, char *why, size_t le
 		return -1;
 	}
 	h->type = (uint16_t)(b[4] << 8 | b[5]);
+	h->suspect = (uint16_t)(b[6] << 8 | b[7]);
 	h->epoch = nv_get32(b + 8);
 	h->dead = nv_get32(b + 12);
 	h->head = nv_get64(b + 16);
@@ -70,7 +73,7 @@ int nv_fo_hdr_decode(const uint8_t *b, struct nv_fo_hdr *h, char *why, size_t le
 		return -1;
 	}
 	if (h->nrec > NV_FO_MAX_RECS || h->len > NV_FO_PAYLOAD_MAX ||
-	    (h->type == NV_FO_MSG_READY && (h->nrec || h->len)) ||
+	    (h->type == NV_FO_MSG_READY && (h->nrec || h->len || h->suspect)) ||
 	    h->len < h->nrec * (uint32_t)(NV_FO_REC_HDR + sizeof(struct nv_cts_entry))) {
 		snprintf(why, len, "failover message with %u records in %u bytes", h->nrec, h->len);
 		return -1;

@@ -20,8 +20,10 @@
 #define NV_FO_PAYLOAD_MAX (NV_FO_MAX_RECS * NV_FO_REC_MAX)
 
 /*
- * Header, network byte order: magic u32, type u16, 0 u16, epoch u32, dead
- * u32 (the writer's failed local devices, a mask), head u64 (the writer's
+ * Header, network byte order: magic u32, type u16, suspect u16 (STATE: the
+ * writer's devices with only errors the reader's own round may have caused,
+ * see failover.c), epoch u32, dead u32 (the writer's failed local devices, a
+ * mask), head u64 (the writer's
  * next sequence), nrec u32, len u32 (payload bytes). A STATE from the
  * receiver carries nrec records: seq u64, nreqs u32, 0 u32, then nreqs CTS
  * entries exactly as the receiver's shadow holds them (host order, like the
@@ -29,6 +31,7 @@
  */
 struct nv_fo_hdr {
 	uint16_t type;
+	uint16_t suspect;
 	uint32_t epoch;
 	uint32_t dead;
 	uint64_t head;

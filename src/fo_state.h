@@ -31,6 +31,7 @@ struct nv_fo {
 	uint8_t revivals[NV_COMM_MAX_DEVS];	/* recoveries of each local device */
 	uint32_t blame;			/* local devices found failed in this round */
 	uint32_t suspect;		/* local devices with errors the peer may explain */
+	uint32_t sus_sent;		/* suspects our STATE of this round named (undecided) */
 	uint32_t later;			/* found after our STATE left: the next round */
 	uint32_t sent_dead;		/* dead_local when the last round ended */
 	uint64_t next_revive;		/* recovery: the next look at the ports (ns) */

@@ -106,6 +106,9 @@ static void inject(struct run *x, int i, int where)
 	else if (where == 1 && !strcmp(k, "both-sides")) {
 		ctl("qp-fail-op 1 0x%x", qpn(x->s, 0));
 		ctl("qp-error 0x%x", qpn(x->r, 0));
+	} else if (where == 0 && !strcmp(k, "late-state")) {
+		ctl("qp-fail-op 1 0x%x", qpn(x->r, 0)); /* CTS of i (even) goes on QP 0 */
+		FH_CHECK(fh_sv_control("port-down simib1 1") == 0, "port-down");
 	} else if (where == 1 && !strcmp(k, "last-device")) {
 		ctl("qp-fail-op 1 0x%x", qpn(x->s, 0));
 	} else if (where == 1 && !strcmp(k, "recovery")) {
@@ -509,6 +512,16 @@ int main(int argc, char **argv)
 		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX");
 		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY");
 		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY");
+	}
+	if (argc < 2 || !strcmp(argv[1], "late-state")) {
+		/* the receiver's timeouts on rail 0 (suspects) are decided before the
+		 * sender's STATE (rail 1 failed for certain) arrives: still dismissed */
+		setenv("NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY", "0", 1);
+		vdev = open_vdev(&f, "1");
+		one_case(&f, vdev, "late-state", "simib1:1", 0);
+		FH_CHECK(fh_sv_control("port-up simib1 1") == 0, "port-up");
+		fh_close(&f);
+		unsetenv("NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY");
 	}
 	if (argc < 2 || !strcmp(argv[1], "off")) {
 		unsetenv("NCCL_IB_RESILIENCY_PORT_FAILOVER");

@@ -37,7 +37,8 @@ static int hdr_rejects(const struct nv_fo_hdr *h, int off, uint32_t v, const cha
 
 int main(void)
 {
-	struct nv_fo_hdr h = { .type = NV_FO_MSG_STATE, .epoch = 3, .dead = 0x2, .head = 1ull << 40,
+	struct nv_fo_hdr h = { .type = NV_FO_MSG_STATE, .suspect = 0x5, .epoch = 3, .dead = 0x2,
+			       .head = 1ull << 40,
 			       .nrec = 2, .len = 2 * (NV_FO_REC_HDR + 64) + 64 };
 	struct nv_fo_hdr r = { .type = NV_FO_MSG_READY, .epoch = 4 };
 	static uint8_t pay[NV_FO_PAYLOAD_MAX];
@@ -52,7 +53,8 @@ int main(void)
 	/* header round trip */
 	nv_fo_hdr_encode(&h, b);
 	CHECK(nv_fo_hdr_decode(b, &out, why, sizeof(why)) == 0);
-	CHECK(out.type == h.type && out.epoch == 3 && out.dead == 2 && out.head == h.head &&
+	CHECK(out.type == h.type && out.suspect == 5 && out.epoch == 3 && out.dead == 2 &&
+	      out.head == h.head &&
 	      out.nrec == 2 && out.len == h.len);
 	CHECK(hdr_rejects(&r, -1, 0, NULL));
 	/* bounds */
@@ -68,6 +70,7 @@ int main(void)
 	CHECK(hdr_rejects(&h, 28, 2 * (NV_FO_REC_HDR + 64) - 1, "records")); /* < nrec records */
 	CHECK(hdr_rejects(&r, 28, 1, "records"));			     /* READY + payload */
 	CHECK(hdr_rejects(&r, 24, 1, "records"));
+	CHECK(hdr_rejects(&r, 4, (NV_FO_MSG_READY << 16) | 1, "records")); /* READY + suspects */
 	/* records: round trip of 1 and 8 entries */
 	for (i = 0; i < NV_CTS_MAX_RECVS; i++) {
 		memset(&e[i], 0, sizeof(e[i]));
