@@ -27,7 +27,7 @@ ranks='
 3.3  connect.c
 3.35 admit.c admit.h
 3.4  accept.c
-4    p2p.c p2p.h eager.c failover.c failover.h fo_detect.c fo_state.h
+4    p2p.c p2p_send.c p2p.h eager.c failover.c failover.h fo_detect.c fo_state.h
 5    plugin.c plugin_compat.c plugin.h
 '
 rank_of() {

@@ -1,6 +1,7 @@
 /*
- * p2p.h - what the data-path files (p2p.c, eager.c) share: the request pool,
- * CQ progress, the liveness check and the clear-to-send post. Not for the
+ * p2p.h - what the data-path files (p2p.c, p2p_send.c, eager.c) share: the
+ * request pool, CQ progress, the health and liveness checks, the QP of a
+ * sequence and the clear-to-send post. Not for the
  * layers below.
  */
 #ifndef NV_P2P_H
@@ -34,6 +35,41 @@ static inline void nv_req_put(struct nv_comm *c, struct nv_request *r)
 	r->type = NV_REQ_FREE;
 	r->next_free = (int16_t)c->free_head;
 	c->free_head = r->idx;
+}
+
+/* x % nqps for a comm's QP of a sequence, without a division on a one-QP comm. */
+static inline uint32_t nv_qp_of(uint64_t x, int nqps)
+{
+	return nv_likely(nqps == 1) ? 0 : (uint32_t)(x % (uint64_t)nqps);
+}
+
+/* nv_comm_check's slow path: a fatal async event or the sticky error (p2p.c). */
+nv_status_t nv_comm_check_slow(struct nv_comm *c, const char *fn);
+/* Sticky errors and fatal async events, one load when healthy; NV_OK when usable. */
+static inline nv_status_t nv_comm_check(struct nv_comm *c, const char *fn)
+{
+	if (nv_likely(atomic_load_explicit(&c->sink.fatal, memory_order_relaxed) == 0))
+		return NV_OK;
+	return nv_comm_check_slow(c, fn);
+}
+
+/* The liveness checks behind nv_comm_idle (p2p.c). */
+nv_status_t nv_comm_liveness(struct nv_comm *c, const struct nv_request *waiting);
+nv_status_t nv_comm_peer_closed(struct nv_comm *c, const struct nv_request *waiting);
+/*
+ * Called when a caller is waiting without progress. A watched comm (the
+ * HCA's event thread checks its socket every NV_LIVENESS_NS while this
+ * keeps `waiting` set) pays a store and a load; else nv_comm_liveness.
+ */
+static inline nv_status_t nv_comm_idle(struct nv_comm *c, const struct nv_request *waiting)
+{
+	if (nv_likely(atomic_load_explicit(&c->sink.watched, memory_order_relaxed))) {
+		atomic_store_explicit(&c->sink.waiting, 1, memory_order_relaxed);
+		if (nv_likely(!atomic_load_explicit(&c->sink.peer_gone, memory_order_acquire)))
+			return NV_OK;
+		return nv_comm_peer_closed(c, waiting);
+	}
+	return nv_comm_liveness(c, waiting);
 }
 
 /* Polls every CQ of the comm in batches until they are empty; NV_OK or the sticky error. */
