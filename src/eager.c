@@ -305,7 +305,6 @@ static int nv_eager_post_cts(struct nv_recv_comm *rc, uint64_t seq)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_comm_qp *q = &c->qps[0];
-	struct ibv_recv_wr *wr = &rc->recv_wr, *bad;
 	uint32_t slot = (uint32_t)(seq % NV_EAGER_SLOTS);
 	struct nv_request *r = &c->reqs[rc->eager.seqs[slot].req];
 
@@ -314,19 +313,7 @@ static int nv_eager_post_cts(struct nv_recv_comm *rc, uint64_t seq)
 		rc->eager.dirty = 1; /* PEND: posted by a later pass */
 		return 1;
 	}
-	if (rc->eager.surplus) {
-		rc->eager.surplus--;
-	} else {
-		wr->wr_id = NV_WRID(NV_WR_RECV, 0, 0, slot); /* not used to match (comm.h) */
-		q->recv_outstanding++;
-		if (nv_ibv_post_recv(q->qp, wr, &bad) != NV_OK) {
-			nv_comm_fail(c, NV_ERR_SYSTEM, "posting a receive on QP 0x%x (from %s) "
-				     "failed", q->qp->qp_num, c->peer);
-			return -1;
-		}
-	}
-	rc->eager.seqs[slot].state = NV_ESEQ_WAIT;
-	return nv_recv_post_cts_q(rc, q, 0, slot, r->eager_left) == NV_OK ? 0 : -1;
+	return nv_eager_post_n(rc, slot, r->eager_left);
 }
 
 /* A cursor whose CTS is not out: take its ring entry, or post its CTS. 0 ok, -1 error. */

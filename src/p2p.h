@@ -137,9 +137,12 @@ static inline struct nv_eager_trailer *nv_eager_trl(const struct nv_eager_recv *
 					   NV_EAGER_TRAILER);
 }
 
-/* RECV (or a surplus one) and CTS of one entry for the sequence of slot, room checked by the caller. */
-static inline __attribute__((always_inline)) int nv_eager_post_one(struct nv_recv_comm *rc,
-								   uint32_t slot)
+/*
+ * RECV (or a surplus one) and the CTS of n entries for the sequence of slot,
+ * room checked by the caller; 0, or -1 with the comm failed.
+ */
+static inline __attribute__((always_inline)) int nv_eager_post_n(struct nv_recv_comm *rc,
+								 uint32_t slot, int n)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_comm_qp *q = &c->qps[0];
@@ -157,7 +160,7 @@ static inline __attribute__((always_inline)) int nv_eager_post_one(struct nv_rec
 		}
 	}
 	rc->eager.seqs[slot].state = NV_ESEQ_WAIT;
-	return nv_recv_post_cts_q(rc, q, 0, slot, 1) == NV_OK ? 0 : -1;
+	return nv_recv_post_cts_q(rc, q, 0, slot, n) == NV_OK ? 0 : -1;
 }
 
 /*
@@ -204,7 +207,7 @@ nv_eager_irecv_one(struct nv_recv_comm *rc, void *data, size_t size, int tag,
 	*request = req;
 	if (nv_unlikely(__atomic_load_n(&nv_eager_trl(E, seq)->seq, __ATOMIC_ACQUIRE) == seq + 1))
 		return nv_eager_irecv_arrived(rc, seq);
-	return nv_eager_post_one(rc, slot) < 0 ? c->error : NV_OK;
+	return nv_eager_post_n(rc, slot, 1) < 0 ? c->error : NV_OK;
 }
 
 /* The grant write (sequences below tail + NV_EAGER_SLOTS may go eager). */
