@@ -16,6 +16,8 @@
 
 #include "tools/nccl-net-bench.h"
 
+#define NB_LOST_GRACE_S 3.0 /* s the plugin may take to report a lost peer itself */
+
 static char *nb_slot(const struct nb_conn *c, uint64_t unit, int g)
 {
 	size_t slot = (size_t)(unit % (uint64_t)c->depth) * (size_t)c->slice_steps;
@@ -478,7 +480,7 @@ static int nb_progress(struct nb_engine *e, struct nb_stream *streams, int n)
  */
 __attribute__((noinline)) int nb_run(struct nb_engine *e, struct nb_stream *streams, int n)
 {
-	double idle_since = 0;
+	double idle_since = 0, lost_at = 0;
 
 	if (nb_progress_recv_post(e) != 0)	/* receives first, before any send */
 		return -1;
@@ -505,7 +507,18 @@ __attribute__((noinline)) int nb_run(struct nb_engine *e, struct nb_stream *stre
 		e->polls++;
 		if ((e->polls & 1023) == 0 && nb_past_deadline("data transfer"))
 			return -1;
-		if ((e->polls & 16383) == 0 && nb_oob_peer_lost(e->oob))
+		/*
+		 * A peer rank that is gone: its side of the fabric failed or it was
+		 * killed. The plugin names device, peer and cause, the out-of-band
+		 * socket only the rank: keep polling for NB_LOST_GRACE_S so that the
+		 * plugin's own error (peer death is found within about 0.1 s) is the
+		 * one reported, then give the rank's.
+		 */
+		if ((e->polls & 16383) == 0 && lost_at == 0 && nb_oob_peer_gone(e->oob) >= 0)
+			lost_at = nb_now();
+		if (lost_at != 0 && nb_now() - lost_at > NB_LOST_GRACE_S) {
+			nb_oob_peer_lost(e->oob);
 			return -1;
+		}
 	}
 }

@@ -257,7 +257,7 @@ int nb_oob_barrier(struct nb_oob *oob)
 	return rc;
 }
 
-int nb_oob_peer_lost(struct nb_oob *oob)
+int nb_oob_peer_gone(const struct nb_oob *oob)
 {
 	int r;
 
@@ -269,13 +269,20 @@ int nb_oob_peer_lost(struct nb_oob *oob)
 			continue;
 		n = recv(oob->fds[r], &c, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-			       errno != EINTR)) {
-			nb_err("lost the out-of-band connection to rank %d (it exited or was killed)",
-			       oob->rank == 0 ? r : 0);
-			return 1;
-		}
+			       errno != EINTR))
+			return oob->rank == 0 ? r : 0;
 	}
-	return 0;
+	return -1;
+}
+
+int nb_oob_peer_lost(struct nb_oob *oob)
+{
+	int r = nb_oob_peer_gone(oob);
+
+	if (r < 0)
+		return 0;
+	nb_err("lost the out-of-band connection to rank %d (it exited or was killed)", r);
+	return 1;
 }
 
 void nb_oob_close(struct nb_oob *oob)

@@ -127,6 +127,8 @@ int nb_oob_allgather(struct nb_oob *oob, const void *mine, void *all, size_t siz
 int nb_oob_barrier(struct nb_oob *oob);
 /* Non-blocking: 1 when a peer's OOB socket reached EOF (the peer died). */
 int nb_oob_peer_lost(struct nb_oob *oob);
+/* The first rank whose out-of-band connection is gone, -1 if none; prints nothing. */
+int nb_oob_peer_gone(const struct nb_oob *oob);
 void nb_oob_close(struct nb_oob *oob);
 /* --np: fork nranks ranks; returns 1 in each child (rank set), 0 in the launcher (*status). */
 int nb_launch_local(int nranks, double timeout_s, int *rank, int *listen_fd, int *port,
