@@ -534,6 +534,21 @@ static nv_status_t nv_fo_finish(struct nv_comm *c)
 	return NV_OK;
 }
 
+/* Reads the peer's STATE of this round unless it is in already: 0, or -1 (comm failed). */
+static int nv_fo_take_state(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	int r;
+
+	if (f->state_in)
+		return 0;
+	r = nv_fo_read(c);
+	if (r < 0)
+		return -1;
+	f->state_in = r;
+	return 0;
+}
+
 static nv_status_t nv_fo_step(struct nv_comm *c)
 {
 	struct nv_fo *f = c->fo;
@@ -544,12 +559,8 @@ static nv_status_t nv_fo_step(struct nv_comm *c)
 	case NV_FO_DRAIN:
 		if (nv_p2p_progress(c) != NV_OK)
 			return c->error;
-		if (!f->state_in) {
-			r = nv_fo_read(c);
-			if (r < 0)
-				return c->error;
-			f->state_in = r;
-		}
+		if (nv_fo_take_state(c) < 0)
+			return c->error;
 		if (!nv_fo_drained(c))
 			return NV_FO_BUSY;
 		if (f->initiator && !f->state_in &&
@@ -569,12 +580,8 @@ static nv_status_t nv_fo_step(struct nv_comm *c)
 	case NV_FO_XCHG:
 		if (nv_fo_write(c) < 0)
 			return c->error;
-		if (!f->state_in) {
-			r = nv_fo_read(c);
-			if (r < 0)
-				return c->error;
-			f->state_in = r;
-		}
+		if (nv_fo_take_state(c) < 0)
+			return c->error;
 		if (f->out_off < f->out_len || !f->state_in)
 			return NV_FO_BUSY;
 		return nv_fo_apply(c);

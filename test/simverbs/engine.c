@@ -421,15 +421,8 @@ static bool sv_ud_peer(struct sv_qp *qp, struct sv_shm_qp *d, uint32_t qpn)
 	if (qp->peer == d && qp->peer_qpn == qpn && qp->peer_pid == d->pid && qp->peer_rq)
 		return true;
 	sv_peer_unmap(qp);
-	qp->peer_rq = sv_seg_map((char)d->rq_kind, d->rq_slot, d->rq_gen, d->rq_bytes);
-	qp->peer_rq_bytes = d->rq_bytes;
-	qp->peer_cq_bytes = sv_g.fab->cqs[d->recv_cq_slot].ring_bytes;
-	qp->peer_cq = sv_seg_map('c', d->recv_cq_slot, d->recv_cq_gen, qp->peer_cq_bytes);
-	if (!qp->peer_rq || !qp->peer_cq) {
-		sv_peer_unmap(qp);
+	if (!sv_peer_map(qp, d))
 		return false;
-	}
-	qp->peer = d;
 	qp->peer_qpn = qpn;
 	qp->peer_pid = d->pid;
 	return true;

@@ -316,6 +316,20 @@ void sv_peer_unmap(struct sv_qp *qp)
 	qp->peer_chan_fd = -1;
 }
 
+bool sv_peer_map(struct sv_qp *qp, struct sv_shm_qp *d)
+{
+	qp->peer_rq = sv_seg_map((char)d->rq_kind, d->rq_slot, d->rq_gen, d->rq_bytes);
+	qp->peer_rq_bytes = d->rq_bytes;
+	qp->peer_cq_bytes = sv_g.fab->cqs[d->recv_cq_slot].ring_bytes;
+	qp->peer_cq = sv_seg_map('c', d->recv_cq_slot, d->recv_cq_gen, qp->peer_cq_bytes);
+	if (!qp->peer_rq || !qp->peer_cq) {
+		sv_peer_unmap(qp);
+		return false;
+	}
+	qp->peer = d;
+	return true;
+}
+
 /* Locally the address vector must be valid (MTU, port, GRH with a valid
  * SGID on Ethernet: EINVAL otherwise, as the kernel checks).  Where it leads
  * is resolved as the fabric would (route.c); an address that leads nowhere
@@ -359,15 +373,8 @@ static int sv_to_rtr(struct sv_qp *qp, const struct ibv_qp_attr *a)
 		       a->dest_qp_num, a->ah_attr.dlid, why);
 		return 0;
 	}
-	qp->peer_rq = sv_seg_map((char)d->rq_kind, d->rq_slot, d->rq_gen, d->rq_bytes);
-	qp->peer_rq_bytes = d->rq_bytes;
-	qp->peer_cq_bytes = sv_g.fab->cqs[d->recv_cq_slot].ring_bytes;
-	qp->peer_cq = sv_seg_map('c', d->recv_cq_slot, d->recv_cq_gen, qp->peer_cq_bytes);
-	if (!qp->peer_rq || !qp->peer_cq) {
-		sv_peer_unmap(qp);
+	if (!sv_peer_map(qp, d))
 		return 0;	/* gone meanwhile: unreachable */
-	}
-	qp->peer = d;
 	qp->peer_port = dport;
 	qp->addr_ok = true;
 	qp->peer_pid = d->pid;

@@ -663,6 +663,8 @@ struct sv_cq *sv_cq_by_ev_id(uint32_t id);
 void sv_qp_to_error(struct sv_qp *qp, bool async);
 void sv_qp_sync(struct sv_qp *qp);
 void sv_peer_unmap(struct sv_qp *qp);
+/* Maps d's receive queue and receive CQ as qp's peer; false (nothing mapped) if d is gone. */
+bool sv_peer_map(struct sv_qp *qp, struct sv_shm_qp *d);
 
 /* cqx.c */
 struct ibv_cq_ex *sv_create_cq_ex(struct ibv_context *ibctx, struct ibv_cq_init_attr_ex *attr);
