@@ -205,7 +205,11 @@ void nb_engine_reset(struct nb_engine *e)
 
 static int nb_recv_post(struct nb_engine *e, struct nb_conn *c)
 {
-	while (c->posted < c->total && c->posted < c->ready + (uint64_t)c->depth) {
+	/* --recv-depth: fewer receives ahead than the slots allow */
+	uint64_t ahead = (uint64_t)(e->recv_depth > 0 && e->recv_depth < c->depth ? e->recv_depth
+										 : c->depth);
+
+	while (c->posted < c->total && c->posted < c->ready + ahead) {
 		struct nb_unit *u = &c->unit[c->posted % (uint64_t)c->depth];
 		void *data[NB_MAX_GROUP], *mhs[NB_MAX_GROUP], *req = NULL;
 		size_t sizes[NB_MAX_GROUP];

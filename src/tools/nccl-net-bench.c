@@ -98,6 +98,9 @@ static void nb_usage(FILE *f)
 "      --yield US        after US microseconds without progress, sched_yield() on\n"
 "                        each idle pass (default 0 = at once, like NCCL's\n"
 "                        proxy thread; -1 = always spin)\n"
+"      --recv-depth N    receives posted ahead per connection, 1..8 (default 8,\n"
+"                        NCCL_STEPS as NCCL's proxy; 1: the next receive is\n"
+"                        posted only when the previous one is done)\n"
 "      --stats           per rank: time in streams vs in plugin calls, idle passes\n"
 "      --self            one process, no ranks: a loopback send/recv pair on -d,\n"
 "                        -w + -n rounds of irecv+isend+test of -b bytes (for\n"
@@ -152,7 +155,7 @@ static const struct option nb_longopts[] = {
 	{ "stats", no_argument, NULL, 9 }, { "help", no_argument, NULL, 'h' },
 	{ "self", no_argument, NULL, 10 }, { "profile", required_argument, NULL, 11 },
 	{ "vdev", required_argument, NULL, 12 }, { "idle", required_argument, NULL, 13 },
-	{ "send-first", no_argument, NULL, 24 },
+	{ "send-first", no_argument, NULL, 24 }, { "recv-depth", required_argument, NULL, 25 },
 	{ "calls", no_argument, NULL, 14 },
 	{ "version", no_argument, NULL, 256 }, { NULL, 0, NULL, 0 }
 };
@@ -192,6 +195,7 @@ static int nb_opt_one(struct nb_opts *o, int ch, const char *arg)
 	case 'T': o->timeout = atof(arg); return 0;
 	case 'l': o->list = 1; return 0;
 	case 8: o->yield_us = atoi(arg); return 0;
+	case 25: o->recv_depth = atoi(arg); return 0;
 	case 9: o->stats = 1; return 0;
 	case 10: o->self = 1; return 0;
 	case 11: o->profile = arg; return 0;
@@ -238,6 +242,10 @@ static int nb_opts_check(struct nb_opts *o)
 		nb_err("need --minbytes <= --maxbytes and --stepfactor > 1");
 		return -1;
 	}
+	if (o->recv_depth < 1 || o->recv_depth > NB_STEPS) {
+		nb_err("--recv-depth must be 1 .. %d", NB_STEPS);
+		return -1;
+	}
 	if (o->buffsize < NB_STEPS * 64 || o->buffsize % (NB_STEPS * 64)) {
 		nb_err("--buffsize must be a multiple of %d", NB_STEPS * 64);
 		return -1;
@@ -268,6 +276,7 @@ static int nb_opts_parse(struct nb_opts *o, int argc, char **argv)
 	o->rank = -1;
 	o->flush = -1;
 	o->yield_us = 0;
+	o->recv_depth = NB_STEPS;
 	o->timeout = 600;
 	o->buffsize = 4 << 20;
 	if (bs && *bs && nb_parse_size(bs, &o->buffsize) != 0)
@@ -591,6 +600,7 @@ static void nb_engine_setup(struct nb_engine *e, struct nb_net *net, struct nb_o
 	e->dev = o->dev;
 	e->buffsize = o->buffsize;
 	e->yield_us = o->yield_us;
+	e->recv_depth = o->recv_depth;
 	e->stats = o->stats;
 }
 

@@ -210,6 +210,7 @@ struct nb_engine {
 	uint64_t polls;
 	uint64_t events;		/* progress made (posts, completions, steps) */
 	int yield_us;			/* idle spin before sched_yield(); -1 never */
+	int recv_depth;			/* receives posted ahead per connection (1..NB_STEPS) */
 	int stats;			/* time the passes (--stats) */
 	double t_exec, t_net;		/* seconds in streams / in plugin calls */
 	uint64_t idle;			/* passes without progress */
@@ -258,6 +259,7 @@ struct nb_opts {
 	double timeout;
 	int list;
 	int yield_us;
+	int recv_depth;			/* --recv-depth (default NB_STEPS) */
 	int stats;
 	int self;			/* --self: one-process loopback rounds */
 	int idle;			/* --idle: 0 off, NB_IDLE_TEST, NB_IDLE_ISEND */
