@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# rdma-core-tests.sh: runs rdma-core's own pyverbs test suite (the tests/ directory of an
-# rdma-core checkout the user gives) against simverbs, once per simverbs device, with Debian's
-# python3-pyverbs (seen only by /usr/bin/python3).  Nothing of rdma-core enters this tree.
+# rdma-core-tests.sh: runs rdma-core's own pyverbs test suite (the tests/ directory of
+# rdma-core) against simverbs, once per simverbs device, with Debian's python3-pyverbs (seen
+# only by /usr/bin/python3).  Nothing of rdma-core enters this tree.
 #
-#   test/simverbs/rdma-core-tests.sh RDMA_CORE_CHECKOUT [BUILD_DIR] [-- run_tests.py args...]
+#   test/simverbs/rdma-core-tests.sh [RDMA_CORE_CHECKOUT|installed] [BUILD_DIR] [-- args...]
 #
 #   RDMA_CORE_CHECKOUT  a checkout of https://github.com/linux-rdma/rdma-core at the installed
-#                       version (Debian 12: tag v44.0; the script warns when they differ)
+#                       version (Debian 12: tag v44.0; the script warns when they differ), or
+#   installed           (the default) the suite python3-pyverbs itself ships, at exactly the
+#                       installed version: /usr/share/doc/rdma-core/tests (gzipped by Debian),
+#                       or, where dpkg left /usr/share/doc out, from `apt-get download` of the
+#                       installed python3-pyverbs; unpacked into a temporary directory
 #   BUILD_DIR           this project's build directory (default: ./build, or . when it holds
 #                       test/simverbs/.libs)
-#   run_tests.py args   e.g. `-k test_qpex` to select tests (default: all, verbose)
+#   run_tests.py args   e.g. `-k test_qpex` to select tests (default: all; -v is always given)
 #
 # Environment: SIMVERBS_DEVICES etc. as for any simverbs program (default devices simib0 and
 # simroce0); SV_RDMA_DEVICES="simib0 ..." limits the devices; SV_RDMA_LOG_DIR keeps the logs
@@ -17,20 +21,42 @@
 # skipped, each skip reason with its count, and the name and traceback of each failure.
 # Exit status: 0 when no test failed or errored, 1 otherwise, 2 on bad usage / missing parts.
 set -u
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-[ $# -ge 1 ] || usage
-src=$1; shift
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+case ${1:-} in -h | --help) usage ;; esac
+src=installed
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then src=$1; shift; fi
 bld=
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then bld=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
+py=/usr/bin/python3
+$py -c 'import pyverbs' 2>/dev/null || {
+	echo "python3-pyverbs not installed (apt-get install python3-pyverbs; scripts/setup.sh does)" >&2
+	exit 2; }
+# installed_tests DIR: python3-pyverbs' own copy of the suite into DIR/tests, unzipped
+installed_tests() {
+	local doc=/usr/share/doc/rdma-core/tests ver deb
+	if [ ! -f "$doc/run_tests.py" ]; then	# dpkg path-exclude of /usr/share/doc/*
+		ver=$(dpkg-query -W -f='${Version}' python3-pyverbs) &&
+			(cd "$1" && apt-get download -q -o APT::Sandbox::User=root "python3-pyverbs=$ver" >/dev/null) &&
+			deb=$(ls "$1"/python3-pyverbs_*.deb) && dpkg-deb -x "$deb" "$1/deb" &&
+			doc=$1/deb$doc && [ -f "$doc/run_tests.py" ] || return 1
+	fi
+	cp -r "$doc" "$1/tests" && find "$1/tests" -name '*.gz' -exec gunzip -f {} + &&
+		rm -rf "$1/deb" "$1"/*.deb
+}
+if [ "$src" = installed ]; then
+	src=$(mktemp -d "${TMPDIR:-/tmp}/rdma-core-suite.XXXXXX") || exit 2
+	trap 'rm -rf "$src"' EXIT
+	installed_tests "$src" || {
+		echo "python3-pyverbs' tests/ neither in /usr/share/doc/rdma-core nor downloadable" >&2
+		exit 2; }
+fi
 [ -f "$src/tests/run_tests.py" ] || { echo "no tests/run_tests.py in $src" >&2; exit 2; }
 if [ -z "$bld" ]; then
 	if [ -d test/simverbs/.libs ]; then bld=.; else bld=build; fi
 fi
 lib=$(cd "$bld" 2>/dev/null && pwd)/test/simverbs/.libs
 [ -e "$lib/libibverbs.so.1" ] || { echo "simverbs not built: $lib/libibverbs.so.1" >&2; exit 2; }
-py=/usr/bin/python3
-$py -c 'import pyverbs' 2>/dev/null || { echo "python3-pyverbs not installed" >&2; exit 2; }
 want=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "$src/CMakeLists.txt" 2>/dev/null)
 have=$(dpkg-query -W -f='${Version}' python3-pyverbs 2>/dev/null | sed 's/-[^-]*$//')
 [ -n "$want" ] && [ -n "$have" ] && [ "${have#"$want"}" = "$have" ] &&
@@ -41,7 +67,7 @@ export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 devs=${SV_RDMA_DEVICES:-$(SIMVERBS_FABRIC=rdma-core-list-$$ ibv_devices 2>/dev/null |
 			   awk 'NR > 2 { print $1 }')}
 [ -n "$devs" ] || devs="simib0 simroce0"
-[ $# -gt 0 ] || set -- -v
+set -- -v "$@"	# always verbose: the counts are read from the per-test lines
 status=0
 for dev in $devs; do
 	log=$logs/$dev.log

@@ -32,8 +32,9 @@ SV_THIRDPARTY_CHECKS = test/simverbs/checks/rdmacm-utils.sh test/simverbs/checks
 EXTRA_DIST += $(SV_THIRDPARTY_CHECKS)
 TESTS += $(SV_THIRDPARTY_CHECKS)
 
-# ---- rdma-core's own pyverbs suite, by hand: make check-rdma-core RDMA_CORE=<checkout>
+# ---- rdma-core's own pyverbs suite, by hand: make check-rdma-core [RDMA_CORE=<checkout>]
+# (default: the copy of the suite python3-pyverbs installs)
+RDMA_CORE = installed
 check-rdma-core: all
-	@test -n "$(RDMA_CORE)" || { echo "usage: make check-rdma-core RDMA_CORE=<rdma-core checkout>"; exit 2; }
 	$(SHELL) $(srcdir)/test/simverbs/rdma-core-tests.sh "$(RDMA_CORE)" "$(abs_builddir)"
 .PHONY: check-rdma-core
