@@ -10,8 +10,9 @@
 
 #include "sv.h"
 
-#define SV_OPS_OK (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
-		   IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ)
+#define SV_OPS_UD (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
+#define SV_OPS_RC (SV_OPS_UD | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+		   IBV_QP_EX_WITH_RDMA_READ)
 
 static struct sv_qp *sv_qpx(struct ibv_qp_ex *x)
 {
@@ -95,6 +96,19 @@ static void sv_wr_send_imm(struct ibv_qp_ex *x, __be32 imm)
 
 	if (w)
 		w->imm_data = imm;
+}
+
+/* UD: the destination of the current WR (the post checks the AH, as ibv_post_send's) */
+static void sv_wr_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t remote_qpn,
+			      uint32_t remote_qkey)
+{
+	struct ibv_send_wr *w = sv_wb_cur(x);
+
+	if (w) {
+		w->wr.ud.ah = ah;
+		w->wr.ud.remote_qpn = remote_qpn;
+		w->wr.ud.remote_qkey = remote_qkey;
+	}
 }
 
 static void sv_wr_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge *sg)
@@ -188,9 +202,13 @@ static int sv_qpx_setup(struct sv_qp *qp)
 	b->inl = calloc(qp->sq_cap, (size_t)qp->cap.max_inline_data + 1);
 	if (!b->wr || !b->sge || !b->inl)
 		return ENOMEM;
-	x->wr_rdma_write = sv_wr_rdma_write;
-	x->wr_rdma_write_imm = sv_wr_rdma_write_imm;
-	x->wr_rdma_read = sv_wr_rdma_read;
+	if (qp->ibv.qp_type == IBV_QPT_UD) {	/* as mlx5: only UD's builders and setters */
+		x->wr_set_ud_addr = sv_wr_set_ud_addr;
+	} else {
+		x->wr_rdma_write = sv_wr_rdma_write;
+		x->wr_rdma_write_imm = sv_wr_rdma_write_imm;
+		x->wr_rdma_read = sv_wr_rdma_read;
+	}
 	x->wr_send = sv_wr_send;
 	x->wr_send_imm = sv_wr_send_imm;
 	x->wr_set_sge = sv_wr_set_sge;
@@ -232,7 +250,8 @@ struct ibv_qp *sv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_att
 	if ((a->comp_mask & ~known) ||
 	    ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) ||
 	    ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-	     ((a->send_ops_flags & ~SV_OPS_OK) || a->qp_type != IBV_QPT_RC))) {	/* no wr_set_ud_addr */
+	     (a->send_ops_flags & ~(a->qp_type == IBV_QPT_RC ? SV_OPS_RC :
+				    a->qp_type == IBV_QPT_UD ? SV_OPS_UD : 0)))) {	/* as rxe */
 		errno = EOPNOTSUPP;
 		return NULL;
 	}

@@ -9,16 +9,17 @@
  * posted; the Q_Key high bit takes the sender's own Q_Key; a receive smaller
  * than GRH + payload completes with LOC_LEN_ERR and the QP stays usable;
  * post_send EINVAL beyond the path MTU, for RDMA opcodes and without an AH.
+ * The ibv_wr_* API on UD (ibv_create_qp_ex): SEND and SEND_WITH_IMM only (other
+ * SEND_OPS_FLAGS EOPNOTSUPP, as rxe), no RDMA builders, ibv_wr_set_ud_addr gives
+ * the destination of each WR of a batch (AH, QPN, Q_Key).
  */
 #include "svt.h"
 
 #define QKEY 0x11110000u
 
-static struct ibv_qp *ud_qp(struct svt_ep *e)
+/* RESET -> RTS with UD's masks (each missing or RC attribute refused) */
+static struct ibv_qp *ud_rts(struct ibv_qp *q)
 {
-	struct ibv_qp_init_attr qa = { .send_cq = e->cq, .recv_cq = e->cq, .qp_type = IBV_QPT_UD,
-		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 } };
-	struct ibv_qp *q = ibv_create_qp(e->pd, &qa);
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY };
 
 	SVT_CHECK(q);
@@ -32,6 +33,14 @@ static struct ibv_qp *ud_qp(struct svt_ep *e)
 	SVT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE), EINVAL);	/* SQ_PSN required */
 	SVT_EQ(ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
 	return q;
+}
+
+static struct ibv_qp *ud_qp(struct svt_ep *e)
+{
+	struct ibv_qp_init_attr qa = { .send_cq = e->cq, .recv_cq = e->cq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 } };
+
+	return ud_rts(ibv_create_qp(e->pd, &qa));
 }
 
 static int post_ud(struct svt_ep *e, struct ibv_qp *q, struct ibv_ah *ah, uint32_t qpn,
@@ -75,6 +84,59 @@ static int send_one(struct svt_ep *e, struct ibv_qp *a, struct ibv_ah *ah, uint3
 		}
 	}
 	return got;
+}
+
+/* ibv_wr_* on a UD QP: a batch of two sends to b (two receives posted), the second with a
+ * wrong Q_Key (dropped), then ibv_post_send on the same QP takes the receive left */
+static void check_wr_api(struct svt_ep *e, struct ibv_ah *ah, struct ibv_qp *b)
+{
+	struct ibv_qp_init_attr_ex xa = { .send_cq = e->cq, .recv_cq = e->cq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = e->pd,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE };
+	struct ibv_qp_ex *x;
+	struct ibv_qp *q;
+	struct ibv_wc wc[4], rwc;
+	int n, sent = 0, got = 0;
+
+	errno = 0;
+	SVT_CHECK(!ibv_create_qp_ex(e->ctx, &xa) && errno == EOPNOTSUPP);	/* no RDMA on UD */
+	xa.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+	q = ud_rts(ibv_create_qp_ex(e->ctx, &xa));
+	x = ibv_qp_to_qp_ex(q);
+	SVT_CHECK(x && x->wr_set_ud_addr && x->wr_send_imm && !x->wr_rdma_write);
+	post_rcv(e, b, 8192, 40 + 64);
+	post_rcv(e, b, 8192, 40 + 64);
+	memset(e->buf, 'x', 64);
+	ibv_wr_start(x);
+	x->wr_id = 21;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send_imm(x, htonl(0x5151));
+	ibv_wr_set_ud_addr(x, ah, b->qp_num, QKEY);
+	ibv_wr_set_sge(x, e->mr->lkey, (uintptr_t)e->buf, 64);
+	x->wr_id = 22;
+	ibv_wr_send(x);
+	ibv_wr_set_ud_addr(x, ah, b->qp_num, QKEY + 1);
+	ibv_wr_set_sge(x, e->mr->lkey, (uintptr_t)e->buf, 8);
+	SVT_EQ(ibv_wr_complete(x), 0);
+	n = svt_poll_for(e->cq, wc, 4, 100);
+	for (int i = 0; i < n; i++) {
+		SVT_EQ(wc[i].status, IBV_WC_SUCCESS);
+		if (wc[i].qp_num == q->qp_num) {
+			SVT_EQ(wc[i].wr_id, 21u + (unsigned)sent++);
+			continue;
+		}
+		got++;
+		SVT_EQ(wc[i].src_qp, q->qp_num);
+		SVT_EQ(wc[i].byte_len, 40 + 64);
+		SVT_EQ(ntohl(wc[i].imm_data), 0x5151);
+		SVT_EQ(e->buf[8192 + 40 + 63], 'x');
+	}
+	SVT_EQ(sent, 2);
+	SVT_EQ(got, 1);	/* the second: Q_Key mismatch, dropped; a receive is left */
+	SVT_EQ(send_one(e, q, ah, b->qp_num, QKEY, 10, &rwc), 1);	/* ibv_post_send too */
+	SVT_EQ(rwc.byte_len, 40 + 10);
+	SVT_EQ(ibv_destroy_qp(q), 0);
 }
 
 static void check_dev(const char *dev)
@@ -146,6 +208,7 @@ static void check_dev(const char *dev)
 	SVT_EQ(post_ud(&e, a, ah, b->qp_num, QKEY, 4097, IBV_WR_SEND), EINVAL);	/* > MTU */
 	SVT_EQ(post_ud(&e, a, ah, b->qp_num, QKEY, 8, IBV_WR_RDMA_WRITE), EINVAL);
 	SVT_EQ(post_ud(&e, a, NULL, b->qp_num, QKEY, 8, IBV_WR_SEND), EINVAL);
+	check_wr_api(&e, ah, b);
 	if (!eth) {	/* IB: a DLID that is not the port's: dropped */
 		struct ibv_ah *bad;
 
