@@ -84,6 +84,7 @@ struct nv_send_ctrl {
 	struct nv_cts_entry fifo[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* written by the receiver */
 	uint64_t probe_in;	/* written by the receiver's connect-time path probe */
 	uint64_t eager_grant;	/* written by the receiver: eager messages < this may go */
+	uint64_t eager_cts;	/* never written: in the region, it says we read CTS grants */
 	uint64_t probe_src;	/* local source of our own probe */
 	uint32_t sizes[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* local: grouped sizes to send */
 	struct nv_eager_trailer eager_trl[NV_EAGER_SLOTS]; /* local: sources of the trailers */
@@ -92,8 +93,14 @@ struct nv_send_ctrl {
  * one word longer, up to eager_grant, when it can send eager (wire.h). */
 #define NV_SEND_CTRL_REMOTE_LEN (offsetof(struct nv_send_ctrl, probe_in) + sizeof(uint64_t))
 #define NV_SEND_CTRL_REMOTE_LEN_EAGER (offsetof(struct nv_send_ctrl, eager_grant) + sizeof(uint64_t))
+/* Two words longer: it also takes the grant in clear-to-send entries (cts.h
+ * NV_CTS_GRANT_MAX), so the receiver writes the credit word less often. */
+#define NV_SEND_CTRL_REMOTE_LEN_EAGER_CTS (offsetof(struct nv_send_ctrl, eager_cts) + sizeof(uint64_t))
 _Static_assert(offsetof(struct nv_send_ctrl, eager_grant) == NV_SEND_CTRL_REMOTE_LEN,
 	       "the credit word directly follows the version-3 region");
+_Static_assert(offsetof(struct nv_send_ctrl, eager_cts) == NV_SEND_CTRL_REMOTE_LEN_EAGER,
+	       "the announcement word directly follows the credit word");
+_Static_assert(NV_CTS_GRANT_MAX == NV_EAGER_SLOTS, "a CTS grant spans at most the ring");
 
 /* Receiver's control region: the peer writes records[] and probe_in only. */
 struct nv_recv_ctrl {
@@ -277,6 +284,16 @@ struct nv_comm {
  * before it (same QP, written earlier) were delivered; it completes every
  * entry still open on that CTS. Ring entries are freed by delivery; the
  * grant (tail + NV_EAGER_SLOTS) goes back in batches of NV_EAGER_GRANT_BATCH.
+ *
+ * Grants ride on the clear-to-sends when the sender announced that it reads
+ * them there (region NV_SEND_CTRL_REMOTE_LEN_EAGER_CTS): each CTS carries
+ * the grant of the moment it was posted (cts.h). The sender, out of credit,
+ * reads the grant on the last CTS it used (or on a newer one in that FIFO
+ * slot; grants only grow, so either is true). The receiver counts the grant
+ * on the CTS of the last message that came through its CTS as given (the
+ * sender found that CTS), and writes the credit word only when that leaves
+ * the sender short, i.e. when messages went eager; a comm whose receives are
+ * posted ahead writes none.
  */
 #define NV_EAGER_GRANT_BATCH (NV_EAGER_SLOTS / 2)
 _Static_assert(NV_EAGER_SLOTS == NV_FIFO_SLOTS, "the ring window is the sequence window");
@@ -287,6 +304,7 @@ struct nv_eager_send {
 	uint64_t ring_addr;
 	uint32_t rkey;
 	uint64_t grant;			/* sequences below this may go eager (checked) */
+	uint64_t cts_seq;		/* last sequence whose CTS isend found (its grant) */
 };
 
 enum nv_eseq_state {
@@ -315,6 +333,8 @@ struct nv_eager_recv {
 	uint32_t surplus;		/* RECVs posted for sequences that went eager */
 	uint32_t ngrant;		/* grant writes posted (source index) */
 	uint32_t dirty;			/* a PEND or COPYQ sequence may wait for a pass */
+	uint32_t cts_grant;		/* the sender reads grants in our CTS entries (cts.h) */
+	uint64_t cts_done;		/* last sequence whose message came through its CTS */
 	struct nv_eager_seq seqs[NV_EAGER_SLOTS];
 };
 #define NV_EAGER_RING_BYTES(entry) ((size_t)NV_EAGER_SLOTS * (entry) + NV_EAGER_SLOTS * 8)

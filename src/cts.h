@@ -25,12 +25,27 @@
 struct nv_cts_entry {
 	uint64_t addr;				/* receive buffer */
 	uint64_t size;				/* its capacity in bytes */
-	uint32_t rkey[NV_CTS_MAX_DEVS];		/* per RECEIVER device */
+	union {
+		uint32_t rkey[NV_CTS_MAX_DEVS];	/* per RECEIVER device */
+		struct {
+			uint32_t rkey0_[NV_CTS_MAX_DEVS - 1];
+			uint32_t grant;		/* entry 0 on an eager comm: see below */
+		} eager;
+	};
 	uint32_t tag;
 	uint32_t nreqs;				/* 1..NV_CTS_MAX_RECVS, same in all entries */
 	uint64_t seq;				/* slot sequence + 1; the ready flag */
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct nv_cts_entry) == 64, "CTS entry must be 64 bytes");
+/*
+ * The eager path's credit in a clear-to-send (comm.h, "Eager protocol"): on
+ * a comm of one device (rkey[1..] unused) whose sender announced that it
+ * reads it, entry 0's eager.grant is the receiver's grant when it posted the
+ * slot, as an offset from the slot's sequence s: sequences below s + grant
+ * may go eager. 1..NV_CTS_GRANT_MAX; 0: none given (a receiver that does not
+ * write it). Grants only grow, so an older entry's grant stays true.
+ */
+#define NV_CTS_GRANT_MAX 32	/* == NV_EAGER_SLOTS */
 
 /* One arrived entry of a slot of n: 1 when it is unusable (see nv_cts_slot_check). */
 static inline int nv_cts_entry_bad(const struct nv_cts_entry *x, uint32_t n, int rdevs)

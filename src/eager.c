@@ -40,6 +40,44 @@ static __attribute__((noinline, cold)) nv_status_t nv_eager_grant_bad(struct nv_
 	return c->error;
 }
 
+static __attribute__((noinline, cold)) nv_status_t nv_eager_cts_grant_bad(struct nv_send_comm *s,
+									 uint64_t seq, uint32_t off)
+{
+	struct nv_comm *c = &s->base;
+	char id[256];
+
+	nv_comm_fail(c, NV_ERR_REMOTE, "connection %s: the clear-to-send of message %" PRIu64
+		     " grants eager messages up to %" PRIu64 " while we are at message %" PRIu64
+		     " and its ring holds %d (protocol violation)", nv_comm_ident(c, id, sizeof(id)),
+		     seq, seq + off, s->head, NV_EAGER_SLOTS);
+	return c->error;
+}
+
+/*
+ * Out of credit: the grant on the last CTS isend found, or on a newer one
+ * that has landed in its FIFO slot since (comm.h). The flag is read first:
+ * an entry being overwritten (it lands in address order, the flag last)
+ * then pairs the older sequence with the newer entry's offset, a sum below
+ * the newer grant, never the reverse; so the sum is at most a grant given.
+ */
+static __attribute__((noinline)) nv_status_t nv_eager_cts_credit(struct nv_send_comm *s)
+{
+	const struct nv_cts_entry *e =
+		((struct nv_send_ctrl *)s->base.ctrl)->fifo[s->eager.cts_seq % NV_FIFO_SLOTS];
+	uint64_t flag = __atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE), seq, grant;
+	uint32_t off = __atomic_load_n(&e[0].eager.grant, __ATOMIC_RELAXED);
+
+	if (!flag || !off)
+		return NV_OK; /* nothing there yet, or a receiver that gives none */
+	seq = flag - 1;
+	grant = seq + off;
+	if (off > NV_CTS_GRANT_MAX || grant > s->head + NV_EAGER_SLOTS)
+		return nv_eager_cts_grant_bad(s, seq, off);
+	if (grant > s->eager.grant)
+		s->eager.grant = grant;
+	return NV_OK;
+}
+
 nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int tag,
 			   void *mhandle, void *phandle, void **request)
 {
@@ -62,8 +100,8 @@ nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int 
 			return nv_eager_grant_bad(s, grant);
 		E->grant = grant;
 	}
-	if (s->head >= E->grant)
-		return nv_comm_idle_call(c); /* no credit: this one waits for its CTS */
+	if (s->head >= E->grant && (nv_eager_cts_credit(s) != NV_OK || s->head >= E->grant))
+		return c->error != NV_OK ? c->error : nv_comm_idle_call(c); /* waits for its CTS */
 	if (q->outstanding + 1 > q->max_wr &&
 	    (nv_comm_progress(c) != NV_OK || q->outstanding + 1 > q->max_wr))
 		return c->error;
@@ -267,6 +305,18 @@ __attribute__((noinline)) nv_status_t nv_eager_grant(struct nv_recv_comm *rc)
 	struct ibv_sge sge;
 	uint64_t *src;
 
+	if (E->cts_grant) {
+		/* what the sender found on the CTS of the last message that came
+		 * through one may be enough (comm.h); the slot still holds it
+		 * unless it was posted again since, for cts_done + NV_FIFO_SLOTS */
+		const struct nv_cts_entry *e =
+			&((const struct nv_recv_ctrl *)c->ctrl)->shadow[E->cts_done % NV_FIFO_SLOTS][0];
+
+		if (e->seq == E->cts_done + 1 && E->cts_done + e->eager.grant > E->granted)
+			E->granted = E->cts_done + e->eager.grant;
+		if (E->tail + NV_EAGER_SLOTS - E->granted < NV_EAGER_GRANT_BATCH)
+			return NV_OK;
+	}
 	if (q->outstanding + 1 > q->max_wr)
 		return NV_OK; /* a full queue: later (the sender waits for CTS meanwhile) */
 	/* one source word per grant write, reused NV_EAGER_SLOTS grants later, long
@@ -280,7 +330,8 @@ __attribute__((noinline)) nv_status_t nv_eager_grant(struct nv_recv_comm *rc)
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_RDMA_WRITE;
-	wr.wr.rdma.remote_addr = c->rmeta->addr + c->rmeta->region_len - sizeof(*src);
+	/* the credit word: struct nv_send_ctrl.eager_grant, right after the v3 region */
+	wr.wr.rdma.remote_addr = c->rmeta->addr + NV_SEND_CTRL_REMOTE_LEN;
 	wr.wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
 	wr.wr_id = NV_WRID(NV_WR_CTS, 0, 0, 0); /* counted like a clear-to-send */
 	wr.send_flags = sge.length <= (uint32_t)q->max_inline ? IBV_SEND_INLINE : 0;
@@ -313,7 +364,7 @@ static int nv_eager_post_cts(struct nv_recv_comm *rc, uint64_t seq)
 		rc->eager.dirty = 1; /* PEND: posted by a later pass */
 		return 1;
 	}
-	return nv_eager_post_n(rc, slot, r->eager_left);
+	return nv_eager_post_n(rc, seq, r->eager_left);
 }
 
 /* A cursor whose CTS is not out: take its ring entry, or post its CTS. 0 ok, -1 error. */
@@ -390,6 +441,7 @@ nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint32_t im
 	char why[128];
 	int i, n = r->eager_left;
 
+	E->cts_done = seq; /* the sender found the grant on its CTS (comm.h) */
 	if (nv_likely(n == 1)) {
 		if (nv_unlikely(imm > e[0].size)) {
 			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s sent %u bytes into a %u-byte receive "

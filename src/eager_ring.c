@@ -30,7 +30,8 @@ nv_status_t nv_eager_ring_setup(struct nv_recv_comm *rc)
 	/* both sides one device and one QP, and the sender announced eager */
 	if (!max || c->ndevs != 1 || c->nqps != 1 || c->rmeta->ndevs != 1 ||
 	    c->rmeta->role != NV_META_ROLE_SEND ||
-	    c->rmeta->region_len != NV_SEND_CTRL_REMOTE_LEN_EAGER)
+	    (c->rmeta->region_len != NV_SEND_CTRL_REMOTE_LEN_EAGER &&
+	     c->rmeta->region_len != NV_SEND_CTRL_REMOTE_LEN_EAGER_CTS))
 		return NV_OK;
 	E->entry = NV_EAGER_ENTRY(max);
 	bytes = NV_EAGER_RING_BYTES(E->entry);
@@ -47,6 +48,7 @@ nv_status_t nv_eager_ring_setup(struct nv_recv_comm *rc)
 	}
 	E->ring = ring;
 	E->granted = NV_EAGER_SLOTS; /* the first ring's worth needs no grant */
+	E->cts_grant = c->rmeta->region_len == NV_SEND_CTRL_REMOTE_LEN_EAGER_CTS;
 	E->max = max;
 	return NV_OK;
 }

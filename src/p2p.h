@@ -142,11 +142,17 @@ static inline struct nv_eager_trailer *nv_eager_trl(const struct nv_eager_recv *
  * room checked by the caller; 0, or -1 with the comm failed.
  */
 static inline __attribute__((always_inline)) int nv_eager_post_n(struct nv_recv_comm *rc,
-								 uint32_t slot, int n)
+								 uint64_t seq, int n)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_comm_qp *q = &c->qps[0];
 	struct ibv_recv_wr *wr = &rc->recv_wr, *bad;
+	uint32_t slot = (uint32_t)(seq % NV_EAGER_SLOTS);
+
+	/* the grant of this moment rides on the CTS (comm.h; ignored by a sender
+	 * that did not ask for it); tail <= seq < tail + slots */
+	((struct nv_recv_ctrl *)c->ctrl)->shadow[slot][0].eager.grant =
+		(uint32_t)(rc->eager.tail + NV_EAGER_SLOTS - seq);
 
 	if (nv_unlikely(rc->eager.surplus)) {
 		rc->eager.surplus--;
@@ -207,11 +213,12 @@ nv_eager_irecv_one(struct nv_recv_comm *rc, void *data, size_t size, int tag,
 	*request = req;
 	if (nv_unlikely(__atomic_load_n(&nv_eager_trl(E, seq)->seq, __ATOMIC_ACQUIRE) == seq + 1))
 		return nv_eager_irecv_arrived(rc, seq);
-	return nv_eager_post_n(rc, slot, 1) < 0 ? c->error : NV_OK;
+	return nv_eager_post_n(rc, seq, 1) < 0 ? c->error : NV_OK;
 }
 
 /* The grant write (sequences below tail + NV_EAGER_SLOTS may go eager). */
 nv_status_t nv_eager_grant(struct nv_recv_comm *rc);
+
 
 /* Frees finished sequences from the tail; grants the freed ring entries in batches. */
 static inline nv_status_t nv_eager_advance(struct nv_recv_comm *rc)
@@ -240,7 +247,8 @@ nv_status_t nv_eager_recv_cqe_slow(struct nv_recv_comm *rc, const struct ibv_wc 
  * a one-buffer receive in WAIT has its one entry open (eager_left 1, its
  * capacity in sizes[0], pending 1).
  */
-static inline nv_status_t nv_eager_recv_cqe(struct nv_recv_comm *rc, const struct ibv_wc *wc)
+static inline __attribute__((always_inline)) nv_status_t
+nv_eager_recv_cqe(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_eager_recv *E = &rc->eager;
@@ -259,6 +267,7 @@ static inline nv_status_t nv_eager_recv_cqe(struct nv_recv_comm *rc, const struc
 	r->done = 1;
 	E->seqs[slot].state = NV_ESEQ_FREE;
 	E->tail = seq + 1;
+	E->cts_done = seq; /* the sender found the grant on its CTS (comm.h) */
 	return nv_eager_advance(rc);
 }
 /* A loopback copy into a GPU buffer completed. */

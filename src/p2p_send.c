@@ -334,6 +334,7 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 			return nv_eager_isend(s, data, size, tag, mhandle, phandle, request);
 		return nv_comm_idle(c, NULL);
 	}
+	s->eager.cts_seq = s->head; /* its grant, if eager needs one later (comm.h) */
 	if (nv_likely(c->nq == 1 && size && size <= s->wr_bytes && /* one write carries it */
 		      e[0].nreqs == 1))
 		return nv_isend_single(s, e, data, size, tag, mhandle, phandle, request);

@@ -229,7 +229,7 @@ void nv_comm_fill_meta(struct nv_comm *c, int role, struct nv_meta *m)
 	if (c->type == NV_COMM_SEND) {
 		struct nv_send_ctrl *s = c->ctrl;
 
-		m->region_len = (uint32_t)(nv_eager_send_offer(c) ? NV_SEND_CTRL_REMOTE_LEN_EAGER
+		m->region_len = (uint32_t)(nv_eager_send_offer(c) ? NV_SEND_CTRL_REMOTE_LEN_EAGER_CTS
 								 : NV_SEND_CTRL_REMOTE_LEN);
 		m->probe_addr = (uint64_t)(uintptr_t)&s->probe_in;
 	} else {

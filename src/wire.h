@@ -155,9 +155,11 @@ struct nv_meta {
 /*
  * A sender that can take eager messages announces it in its (version 3)
  * META: its writable region (addr, region_len) ends with the 8-byte eager
- * credit word (struct nv_send_ctrl.eager_grant), one word longer than a v3
- * sender's, which v3 listeners accept as they accept any region. The
- * listener that sees it and has eager on answers with version 4.
+ * credit word (struct nv_send_ctrl.eager_grant) and, when it also takes
+ * grants from clear-to-send entries (cts.h), one more word: one or two words
+ * longer than a v3 sender's, which v3 listeners accept as they accept any
+ * region. The listener that sees either and has eager on answers with
+ * version 4.
  */
 
 void nv_wire_handle_encode(const struct nv_handle *h, void *buf /* NV_WIRE_HANDLE_SIZE */);

@@ -30,10 +30,15 @@ FAULT_TESTS = \
 	test/fault/fault_abandon \
 	test/fault/fault_storm \
 	test/fault/fault_rules \
-	test/fault/fault_failover
+	test/fault/fault_failover \
+	test/fault/fault_credit
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
+
+test_fault_fault_credit_SOURCES = test/fault/fault_credit.c
+test_fault_fault_credit_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_credit_LDADD = $(FAULT_LDADD)
 
 test_fault_fault_handshake_SOURCES = test/fault/fault_handshake.c
 test_fault_fault_handshake_CPPFLAGS = $(FAULT_CPPFLAGS)
