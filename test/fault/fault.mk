@@ -107,6 +107,17 @@ test_fault_fault_soak_qps_SOURCES = test/fault/fault_soak.c
 test_fault_fault_soak_qps_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_soak_qps_LDADD = $(FAULT_LDADD)
 
+# The fault tests that move data over one-device one-QP comms once more with the
+# eager path off (test/e2e/eager0.sh, test/e2e/e2e.mk); fault_storm, _abandon,
+# _misroute, _probe, _rules and _config move none, fault_failover and
+# fault_soak_qps use several devices or QPs (no eager there).
+FAULT_EAGER0_TESTS = test/fault/eager0/fault_qp.eager0 test/fault/eager0/fault_kill.eager0 \
+	test/fault/eager0/fault_cycles.eager0 test/fault/eager0/fault_soak.eager0 \
+	test/fault/eager0/fault_threads.eager0 test/fault/eager0/fault_cq.eager0 \
+	test/fault/eager0/fault_handshake.eager0 test/fault/eager0/fault_memlock.eager0
+TESTS += $(FAULT_EAGER0_TESTS)
+EXTRA_DIST += $(FAULT_EAGER0_TESTS)
+
 # Known bugs found by these tests go to /work/notes/requests-for-*.md; while
 # one is open, its case runs in a copy of the program named *_xfail, listed in
 # XFAIL_TESTS (the name selects the cases). Fixed so far: P1-F1 (empty GID
