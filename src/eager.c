@@ -438,16 +438,13 @@ nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint32_t im
 	struct nv_request *r = &c->reqs[E->seqs[seq % NV_EAGER_SLOTS].req];
 	uint32_t cap[NV_MAX_RECVS] = { 0 };
 	uint64_t end = r->seq + r->nreqs, s;
-	char why[128];
+	char why[128], id[256];
 	int i, n = r->eager_left;
 
 	E->cts_done = seq; /* the sender found the grant on its CTS (comm.h) */
 	if (nv_likely(n == 1)) {
-		if (nv_unlikely(imm > e[0].size)) {
-			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s sent %u bytes into a %u-byte receive "
-				     "(protocol violation)", c->peer, imm, (uint32_t)e[0].size);
-			return c->error;
-		}
+		if (nv_unlikely(imm > e[0].size))
+			return nv_recv_too_big(c, imm, (uint32_t)e[0].size);
 		r->sizes[r->eager_map[0]] = imm;
 	} else {
 		for (i = 0; i < n; i++)
@@ -455,8 +452,8 @@ nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint32_t im
 		const uint32_t *rec = ctrl->records[seq % NV_FIFO_SLOTS];
 
 		if (nv_records_check(rec, cap, n, why, sizeof(why))) {
-			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s: %s (protocol violation)", c->peer,
-				     why);
+			nv_comm_fail(c, NV_ERR_REMOTE, "connection %s: the peer's sizes: %s (protocol "
+				     "violation)", nv_comm_ident(c, id, sizeof(id)), why);
 			return c->error;
 		}
 		for (i = 0; i < n; i++)

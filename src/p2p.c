@@ -88,17 +88,38 @@ static __attribute__((noinline)) nv_status_t nv_recv_done_grouped(struct nv_comm
 								  struct nv_request *r)
 {
 	const uint32_t *rec = ((const struct nv_recv_ctrl *)c->ctrl)->records[r->seq % NV_FIFO_SLOTS];
-	char why[128];
+	char why[128], id[256];
 	int i;
 
 	if (nv_records_check(rec, r->sizes, r->nreqs, why, sizeof(why))) {
-		nv_comm_fail(c, NV_ERR_REMOTE, "peer %s: %s (protocol violation)", c->peer, why);
+		nv_comm_fail(c, NV_ERR_REMOTE, "connection %s: the peer's sizes: %s (protocol "
+			     "violation)", nv_comm_ident(c, id, sizeof(id)), why);
 		return c->error;
 	}
 	for (i = 0; i < r->nreqs; i++)
 		r->sizes[i] = rec[i];
 	r->done = 1;
 	return NV_OK;
+}
+
+/* A RECV taken by something other than our peer's WRITE_WITH_IMM (a SEND, say). */
+static __attribute__((noinline, cold)) nv_status_t nv_recv_no_imm(struct nv_comm *c)
+{
+	char id[256];
+
+	nv_comm_fail(c, NV_ERR_REMOTE, "connection %s: the peer wrote data without an immediate "
+		     "(protocol violation)", nv_comm_ident(c, id, sizeof(id)));
+	return c->error;
+}
+
+__attribute__((noinline, cold)) nv_status_t nv_recv_too_big(struct nv_comm *c, uint32_t n,
+							     uint32_t size)
+{
+	char id[256];
+
+	nv_comm_fail(c, NV_ERR_REMOTE, "connection %s: the peer sent %u bytes into a %u-byte "
+		     "receive (protocol violation)", nv_comm_ident(c, id, sizeof(id)), n, size);
+	return c->error;
 }
 
 /* NV_OK, or the sticky error when the completion breaks the protocol. */
@@ -116,12 +137,11 @@ static inline __attribute__((always_inline)) nv_status_t nv_recv_done(struct nv_
 	if (r->nreqs == 1 && (wc->wc_flags & IBV_WC_WITH_IMM)) {
 		uint32_t n = ntohl(wc->imm_data);
 
-		if (n > r->sizes[0]) {
-			nv_comm_fail(c, NV_ERR_REMOTE, "peer %s sent %u bytes into a %u-byte receive "
-				     "(protocol violation)", c->peer, n, r->sizes[0]);
-			return c->error;
-		}
+		if (n > r->sizes[0])
+			return nv_recv_too_big(c, n, r->sizes[0]);
 		r->sizes[0] = n;
+	} else if (nv_unlikely(!(wc->wc_flags & IBV_WC_WITH_IMM))) {
+		return nv_recv_no_imm(c); /* every message of ours ends in a WRITE_WITH_IMM */
 	}
 	if (--r->pending > 0)
 		return NV_OK;

@@ -232,6 +232,8 @@ static inline nv_status_t nv_eager_advance(struct nv_recv_comm *rc)
 	return nv_eager_grant(rc);
 }
 
+/* A receive completion reporting n bytes for a size-byte receive: the sticky error. */
+__attribute__((cold)) nv_status_t nv_recv_too_big(struct nv_comm *c, uint32_t n, uint32_t size);
 /* The entries still open on cursor seq's CTS got their data (sizes from imm or the records). */
 nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint32_t imm);
 /* A WRITE_WITH_IMM completion that is not the common case below (RECV already counted). */
