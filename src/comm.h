@@ -305,6 +305,7 @@ struct nv_eager_send {
 	uint32_t rkey;
 	uint64_t grant;			/* sequences below this may go eager (checked) */
 	uint64_t cts_seq;		/* last sequence whose CTS isend found (its grant) */
+	uint64_t cts_took;		/* cts_seq when its grant was last taken */
 };
 
 enum nv_eseq_state {

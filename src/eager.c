@@ -69,6 +69,7 @@ static __attribute__((noinline)) nv_status_t nv_eager_cts_credit(struct nv_send_
 
 	if (!flag || !off)
 		return NV_OK; /* nothing there yet, or a receiver that gives none */
+	s->eager.cts_took = s->eager.cts_seq; /* once per CTS: an idle isend stays cheap */
 	seq = flag - 1;
 	grant = seq + off;
 	if (off > NV_CTS_GRANT_MAX || grant > s->head + NV_EAGER_SLOTS)
@@ -100,7 +101,8 @@ nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int 
 			return nv_eager_grant_bad(s, grant);
 		E->grant = grant;
 	}
-	if (s->head >= E->grant && (nv_eager_cts_credit(s) != NV_OK || s->head >= E->grant))
+	if (s->head >= E->grant && (E->cts_took == E->cts_seq || nv_eager_cts_credit(s) != NV_OK ||
+				    s->head >= E->grant))
 		return c->error != NV_OK ? c->error : nv_comm_idle_call(c); /* waits for its CTS */
 	if (q->outstanding + 1 > q->max_wr &&
 	    (nv_comm_progress(c) != NV_OK || q->outstanding + 1 > q->max_wr))

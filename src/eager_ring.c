@@ -79,4 +79,5 @@ void nv_eager_send_setup(struct nv_send_comm *sc)
 	sc->eager.ring_addr = rm->eager.ring_addr;
 	sc->eager.rkey = rm->eager.ring_rkey;
 	sc->eager.grant = NV_EAGER_SLOTS; /* the first ring's worth needs no grant */
+	sc->eager.cts_took = UINT64_MAX;  /* no CTS grant taken yet */
 }
