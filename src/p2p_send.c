@@ -217,11 +217,12 @@ static __attribute__((noinline, cold)) int nv_send_slot_bad(struct nv_send_comm 
 {
 	struct nv_comm *c = &s->base;
 	const struct nv_cts_entry *e = ((struct nv_send_ctrl *)c->ctrl)->fifo[seq % NV_FIFO_SLOTS];
-	char why[192];
+	char why[192], id[256];
 	int r = nv_cts_slot_check(e, seq, c->rmeta->ndevs, why, sizeof(why));
 
 	if (r < 0)
-		nv_comm_fail(c, NV_ERR_REMOTE, "peer %s posted %s", c->peer, why);
+		nv_comm_fail(c, NV_ERR_REMOTE, "connection %s: the peer posted %s",
+			     nv_comm_ident(c, id, sizeof(id)), why);
 	return r;
 }
 

@@ -284,9 +284,9 @@ static const struct qcase qcases[] = {
 	  { "remote access", "QPN 0x%x", "hint:" }, 1, NULL, NULL },
 	{ "send-unregistered", NULL, 0, send_unregistered, 0,
 	  { "local protection", "QPN 0x%x", "not covered by its registration" }, 1, NULL, NULL },
-	{ "cts-bad-nreqs", NULL, 0, cts_bad_nreqs, 0, { "200 grouped receives", "", "" }, 0, NULL, NULL },
+	{ "cts-bad-nreqs", NULL, 0, cts_bad_nreqs, 0, { "200 grouped receives", "QPN 0x%x", "" }, 0, NULL, NULL },
 	{ "cts-huge-size", NULL, 0, cts_huge_size, 0,
-	  { "incorrect receive info", "size 1099511627776", "" }, 0, NULL, NULL },
+	  { "incorrect receive info", "size 1099511627776", "QPN 0x%x" }, 0, NULL, NULL },
 };
 
 /* Expands %x (QPN in hex) and %s (device name) in a pattern. */
