@@ -158,12 +158,13 @@ check-tsan:
 # by a peer PROCESS is visible to memcheck since simverbs marks peer-writable
 # ranges defined (S1, after F-R2), so the two-process tests are in too.
 # e2e_versions (95 s under valgrind) is left out for time; e2e_loopback covers
-# the v6 and v12 tables. The soak runs 1500 messages here.
+# the v6 and v12 tables. The soak runs 1500 messages here. The eager path:
+# e2e_eager, fault_eager (hostile peers), fault_credit.
 FAULT_VALGRIND_TESTS = test/e2e/e2e_loopback test/e2e/e2e_handshake test/e2e/e2e_kill \
 	test/e2e/e2e_errors test/e2e/e2e_vnic test/e2e/e2e_multi \
 	test/fault/fault_qp test/fault/fault_kill test/fault/fault_cycles \
 	test/fault/fault_handshake test/fault/fault_threads test/fault/fault_soak \
-	test/fault/fault_abandon
+	test/fault/fault_abandon test/e2e/e2e_eager test/fault/fault_eager test/fault/fault_credit
 # The pass runs under names of its own, test/valgrind/<dir>/<test>.vg (a file
 # holding the program's path, read by valgrind.sh), so that its .log and .trs
 # files (test/valgrind/...) never overwrite those of `make check`.
