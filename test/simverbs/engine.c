@@ -133,8 +133,7 @@ static enum sv_exec sv_fail(struct sv_qp *qp, uint32_t status)
 	return SV_DONE;
 }
 
-static int sv_local_iovs(struct sv_qp *qp, const struct sv_swqe *w, uint64_t idx,
-			 struct sv_iovs *io)
+int sv_local_iovs(struct sv_qp *qp, const struct sv_swqe *w, uint64_t idx, struct sv_iovs *io)
 {
 	const struct ibv_sge *sg = &qp->sq_sge[(idx % qp->sq_cap) *
 					       (qp->cap.max_send_sge ? qp->cap.max_send_sge : 1)];
@@ -620,6 +619,8 @@ static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 		return sv_unreachable(qp, w, now);
 	if (sv_local_iovs(qp, w, qp->sq_exec, &lio))
 		return sv_fail(qp, IBV_WC_LOC_PROT_ERR);
+	if (SV_UNLIKELY(qp->snap != NULL) && !sv_srccheck_exec(qp, qp->sq_exec, &lio))
+		return sv_fail(qp, IBV_WC_GENERAL_ERR); /* SIMVERBS_CHECK_SOURCES */
 	if (w->wait == SV_WAIT_NONE && SV_UNLIKELY(sv_inject_error(qp)))
 		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
 	if (w->wait == SV_WAIT_NONE && SV_UNLIKELY(atomic_load_explicit(&qp->sh->fail_in,

@@ -156,6 +156,8 @@ static int sv_qp_alloc_queues(struct sv_qp *qp, const struct ibv_qp_cap *cap)
 	qp->sq_inline = calloc(qp->sq_cap, (size_t)cap->max_inline_data + 1);
 	if (!qp->sq || !qp->sq_sge || !qp->sq_inline)
 		return ENOMEM;
+	if (SV_UNLIKELY(sv_check_sources) && sv_srccheck_alloc(qp))
+		return ENOMEM;
 	qp->rq_bytes = sizeof(struct sv_rq) +
 		       (size_t)rcap * (sizeof(struct sv_rwqe) + rsge * sizeof(struct sv_rwqe_sge));
 	return 0;
@@ -188,6 +190,7 @@ static void sv_qp_free_local(struct sv_qp *qp)
 	free(qp->sq);
 	free(qp->sq_sge);
 	free(qp->sq_inline);
+	sv_srccheck_free(qp);
 	free(qp);
 }
 

@@ -25,6 +25,7 @@ test_simverbs_libibverbs_la_SOURCES = \
 	test/simverbs/route.c \
 	test/simverbs/shm.c \
 	test/simverbs/ah.c \
+	test/simverbs/srccheck.c \
 	test/simverbs/srq.c \
 	test/simverbs/sysfs.c \
 	test/simverbs/fabric_param.h \
@@ -71,7 +72,8 @@ SV_TEST_PROGS = \
 	test/simverbs/tests/sv_parity \
 	test/simverbs/tests/sv_stream \
 	test/simverbs/tests/sv_addr \
-	test/simverbs/tests/sv_netdev
+	test/simverbs/tests/sv_netdev \
+	test/simverbs/tests/sv_srccheck
 check_PROGRAMS += $(SV_TEST_PROGS)
 TESTS += $(SV_TEST_PROGS) test/simverbs/tests/sv_ctl.sh
 dist_check_SCRIPTS += test/simverbs/tests/sv_ctl.sh
@@ -88,6 +90,7 @@ test_simverbs_tests_sv_addr_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_netdev_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_stream_LDADD = $(SV_TEST_LDADD) -lpthread
 test_simverbs_tests_sv_parity_LDADD = $(SV_TEST_LDADD)
+test_simverbs_tests_sv_srccheck_LDADD = $(SV_TEST_LDADD)
 
 noinst_PROGRAMS += test/simverbs/simverbs-ctl
 test_simverbs_simverbs_ctl_SOURCES = test/simverbs/ctl.c

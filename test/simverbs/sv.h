@@ -473,6 +473,11 @@ struct sv_qp {
 	struct sv_swqe *sq;
 	struct ibv_sge *sq_sge;		/* cap.max_send_sge per WQE */
 	unsigned char *sq_inline;	/* max_inline_data per WQE */
+	/* SIMVERBS_CHECK_SOURCES (srccheck.c): per WQE a snapshot of its source;
+	 * NULL when the knob is off */
+	void *snap;
+	unsigned char *snap_bytes;
+	uint64_t *snap_hash;
 	uint32_t sq_cap;
 	uint64_t sq_post, sq_exec;
 	_Atomic uint64_t sq_free;
@@ -683,6 +688,8 @@ struct sv_iovs {
 	int n;
 	bool any_gpu;
 };
+/* The local side of the WQE at idx (MRs checked); 0 or EACCES. */
+int sv_local_iovs(struct sv_qp *qp, const struct sv_swqe *w, uint64_t idx, struct sv_iovs *io);
 /* process_vm_writev/readv between our iovecs and pid's, to the last byte. */
 int sv_vm_copy(int32_t pid, bool write, struct iovec *l, int nl, struct iovec *r, int nr);
 int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
@@ -691,6 +698,14 @@ void sv_qp_progress(struct sv_qp *qp);
 void sv_flush_sq(struct sv_qp *qp);
 void sv_flush_rq(struct sv_rq *rq, struct sv_cq_ring *ring, uint32_t qpn, int *fd);
 void sv_sync_all(void);
+
+/* srccheck.c: SIMVERBS_CHECK_SOURCES */
+extern bool sv_check_sources;
+void sv_srccheck_from_env(void);
+int sv_srccheck_alloc(struct sv_qp *qp);
+void sv_srccheck_free(struct sv_qp *qp);
+void sv_srccheck_post(struct sv_qp *qp, uint64_t idx);
+bool sv_srccheck_exec(struct sv_qp *qp, uint64_t idx, const struct sv_iovs *lio);
 
 /* fault.c */
 void sv_knobs_from_env(void);
