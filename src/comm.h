@@ -18,6 +18,9 @@
  *    s + NV_FIFO_SLOTS only after the data of s (or a later sequence) arrived, which
  *    the request pool of NV_MAX_REQUESTS receives guarantees; the sender
  *    reuses its slot state only after the old chain's completions were polled.
+ *    The data of s came after the sender read CTS s, so the CTS write (not
+ *    inline unless NCCL_IB_USE_INLINE) no longer reads its shadow entries.
+ *    Eager comms use two shadow banks instead (nv_recv_ctrl).
  *  - With adaptive routing (IB default) a message longer than NCCL_IB_AR_THRESHOLD
  *    bytes (as NCCL) ends with a separate 0-byte WRITE_WITH_IMM; otherwise a single
  *    receive's last data WR carries the immediate itself.
@@ -102,17 +105,39 @@ _Static_assert(offsetof(struct nv_send_ctrl, eager_cts) == NV_SEND_CTRL_REMOTE_L
 	       "the announcement word directly follows the credit word");
 _Static_assert(NV_CTS_GRANT_MAX == NV_EAGER_SLOTS, "a CTS grant spans at most the ring");
 
-/* Receiver's control region: the peer writes records[] and probe_in only. */
+/*
+ * Receiver's control region: the peer writes records[] and probe_in only.
+ * shadow[] holds the entries CTS writes send (inline only for one entry
+ * with NCCL_IB_USE_INLINE, else the NIC reads them by DMA some time after
+ * the post). A plain comm uses shadow[s %
+ * NV_FIFO_SLOTS] (comm.h, top). On an eager comm message s may come eager
+ * while CTS s still waits in the send queue, so the receiver can pass s +
+ * NV_FIFO_SLOTS before CTS s executed: it uses shadow[s % NV_SHADOW_SLOTS]
+ * (nv_eager_shadow), two banks. That slot is rewritten for s +
+ * NV_SHADOW_SLOTS only once the window holds it, i.e. once message s +
+ * NV_FIFO_SLOTS arrived. That message came by a CTS, or eager by a grant
+ * (credit write or carried by a CTS), posted after CTS s: receives are
+ * posted in sequence order and the window keeps s + NV_FIFO_SLOTS out while
+ * s is open; a grant that lets s + NV_FIFO_SLOTS go needs s done. On the one
+ * QP of an eager comm CTS s had therefore executed before that message came.
+ */
+#define NV_SHADOW_SLOTS (2 * NV_FIFO_SLOTS)
 struct nv_recv_ctrl {
 	uint32_t records[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* sender writes grouped sizes */
 	uint64_t probe_in;	/* written by the sender's path probe */
 	uint64_t rsvd;
 	/* Below: local only (the peer is never told about these addresses). */
-	struct nv_cts_entry shadow[NV_FIFO_SLOTS][NV_MAX_RECVS]; /* source of CTS writes */
+	struct nv_cts_entry shadow[NV_SHADOW_SLOTS][NV_MAX_RECVS]; /* source of CTS writes */
 	uint64_t probe_src;
 	uint64_t flush_word;	/* destination of iflush's 1-byte RDMA READ */
 } __attribute__((aligned(4096)));
 #define NV_RECV_CTRL_REMOTE_LEN (offsetof(struct nv_recv_ctrl, rsvd) + sizeof(uint64_t))
+
+/* The shadow entries of sequence seq on an eager comm (two banks, above). */
+static inline struct nv_cts_entry *nv_eager_shadow(void *ctrl, uint64_t seq)
+{
+	return ((struct nv_recv_ctrl *)ctrl)->shadow[seq % NV_SHADOW_SLOTS];
+}
 
 /*
  * wr_id: kind (4 bits) | WRs covered by this signalled WR (12) | QP (16) |

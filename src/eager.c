@@ -192,8 +192,8 @@ static int nv_eager_copy_post(struct nv_recv_comm *rc, uint64_t seq)
 	struct nv_eager_recv *E = &rc->eager;
 	uint32_t slot = (uint32_t)(seq % NV_EAGER_SLOTS);
 	struct nv_eager_seq *q = &E->seqs[slot];
-	/* the cursor's CTS entries stay in this shadow slot until seq + NV_FIFO_SLOTS */
-	const struct nv_cts_entry *e = &((struct nv_recv_ctrl *)c->ctrl)->shadow[slot][q->i];
+	/* the cursor's CTS entries stay in its shadow slot until seq + NV_SHADOW_SLOTS */
+	const struct nv_cts_entry *e = &nv_eager_shadow(c->ctrl, seq)[q->i];
 	const struct nv_eager_trailer *t = nv_eager_trl(E, seq);
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge;
@@ -230,9 +230,8 @@ static int nv_eager_copy_post(struct nv_recv_comm *rc, uint64_t seq)
 static void nv_eager_cursor_next(struct nv_recv_comm *rc, uint64_t c, struct nv_request *r,
 				 int i)
 {
-	struct nv_recv_ctrl *ctrl = rc->base.ctrl;
-	const struct nv_cts_entry *from = ctrl->shadow[c % NV_FIFO_SLOTS];
-	struct nv_cts_entry *to = ctrl->shadow[(c + 1) % NV_FIFO_SLOTS];
+	const struct nv_cts_entry *from = nv_eager_shadow(rc->base.ctrl, c);
+	struct nv_cts_entry *to = nv_eager_shadow(rc->base.ctrl, c + 1);
 	int j, n = 0;
 
 	for (j = 0; j < r->eager_left; j++) {
@@ -259,7 +258,7 @@ static int nv_eager_deliver(struct nv_recv_comm *rc, uint64_t seq, int posted)
 	struct nv_comm *c = &rc->base;
 	struct nv_eager_recv *E = &rc->eager;
 	uint32_t slot = (uint32_t)(seq % NV_EAGER_SLOTS);
-	const struct nv_cts_entry *e = ((struct nv_recv_ctrl *)c->ctrl)->shadow[slot];
+	const struct nv_cts_entry *e = nv_eager_shadow(c->ctrl, seq);
 	const struct nv_eager_trailer *t = nv_eager_trl(E, seq);
 	struct nv_eager_seq *q = &E->seqs[slot];
 	struct nv_request *r = &c->reqs[q->req];
@@ -310,9 +309,8 @@ __attribute__((noinline)) nv_status_t nv_eager_grant(struct nv_recv_comm *rc)
 	if (E->cts_grant) {
 		/* what the sender found on the CTS of the last message that came
 		 * through one may be enough (comm.h); the slot still holds it
-		 * unless it was posted again since, for cts_done + NV_FIFO_SLOTS */
-		const struct nv_cts_entry *e =
-			&((const struct nv_recv_ctrl *)c->ctrl)->shadow[E->cts_done % NV_FIFO_SLOTS][0];
+		 * unless it was posted again since, for cts_done + NV_SHADOW_SLOTS */
+		const struct nv_cts_entry *e = nv_eager_shadow(c->ctrl, E->cts_done);
 
 		if (e->seq == E->cts_done + 1 && E->cts_done + e->eager.grant > E->granted)
 			E->granted = E->cts_done + e->eager.grant;
@@ -366,7 +364,7 @@ static int nv_eager_post_cts(struct nv_recv_comm *rc, uint64_t seq)
 		rc->eager.dirty = 1; /* PEND: posted by a later pass */
 		return 1;
 	}
-	return nv_eager_post_n(rc, seq, r->eager_left);
+	return nv_eager_post_n(rc, seq, nv_eager_shadow(c->ctrl, seq), r->eager_left);
 }
 
 /* A cursor whose CTS is not out: take its ring entry, or post its CTS. 0 ok, -1 error. */
@@ -436,7 +434,7 @@ nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint32_t im
 	struct nv_comm *c = &rc->base;
 	struct nv_eager_recv *E = &rc->eager;
 	const struct nv_recv_ctrl *ctrl = c->ctrl;
-	const struct nv_cts_entry *e = ctrl->shadow[seq % NV_FIFO_SLOTS];
+	const struct nv_cts_entry *e = nv_eager_shadow(c->ctrl, seq);
 	struct nv_request *r = &c->reqs[E->seqs[seq % NV_EAGER_SLOTS].req];
 	uint32_t cap[NV_MAX_RECVS] = { 0 };
 	uint64_t end = r->seq + r->nreqs, s;
@@ -527,7 +525,7 @@ nv_status_t nv_eager_irecv(struct nv_recv_comm *rc, int n, void **data, size_t *
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_eager_recv *E = &rc->eager;
-	struct nv_cts_entry *e = ((struct nv_recv_ctrl *)c->ctrl)->shadow[rc->head % NV_FIFO_SLOTS];
+	struct nv_cts_entry *e = nv_eager_shadow(c->ctrl, rc->head);
 	struct nv_request *req;
 	int i;
 

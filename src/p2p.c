@@ -313,7 +313,10 @@ static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *
 {
 	uint32_t qi = (uint32_t)(req->seq % (uint64_t)rc->base.nqps);
 
-	return nv_recv_post_cts_q(rc, &rc->base.qps[qi], qi, (uint32_t)(req->seq % NV_FIFO_SLOTS), n);
+	uint32_t slot = (uint32_t)(req->seq % NV_FIFO_SLOTS);
+
+	return nv_recv_post_cts_q(rc, &rc->base.qps[qi], qi, slot,
+				  ((struct nv_recv_ctrl *)rc->base.ctrl)->shadow[slot], n);
 }
 
 static inline __attribute__((always_inline)) nv_status_t nv_recv_post(struct nv_recv_comm *rc,
@@ -409,7 +412,7 @@ static inline nv_status_t nv_irecv_single(struct nv_recv_comm *rc, void *data, s
 		return c->error;
 	}
 	req->pending = 1;
-	st = nv_recv_post_cts_q(rc, q, qi, (uint32_t)(req->seq % NV_FIFO_SLOTS), 1);
+	st = nv_recv_post_cts_q(rc, q, qi, (uint32_t)(req->seq % NV_FIFO_SLOTS), e, 1);
 	if (st != NV_OK) {
 		nv_req_put(c, req);
 		return st;

@@ -78,19 +78,20 @@ nv_status_t nv_comm_progress(struct nv_comm *c);
 nv_status_t nv_comm_idle_call(struct nv_comm *c);
 
 /*
- * Posts the clear-to-send of n entries of slot on CTS QP qi (q = &c->qps[qi]).
- * Inlined into both irecv paths, so the one-buffer path's n = 1 and its QP,
- * already computed, fold in.
+ * Posts the clear-to-send of n entries of slot, from their shadow copy src
+ * (which the NIC reads until the write executed), on CTS QP qi (q =
+ * &c->qps[qi]). Inlined into both irecv paths, so the one-buffer path's n = 1
+ * and its QP, already computed, fold in.
  */
 static inline __attribute__((always_inline)) nv_status_t
-nv_recv_post_cts_q(struct nv_recv_comm *rc, struct nv_comm_qp *q, uint32_t qi, uint32_t slot, int n)
+nv_recv_post_cts_q(struct nv_recv_comm *rc, struct nv_comm_qp *q, uint32_t qi, uint32_t slot,
+		   const struct nv_cts_entry *src, int n)
 {
 	struct nv_comm *c = &rc->base;
-	struct nv_recv_ctrl *ctrl = c->ctrl;
 	struct ibv_send_wr *wr = &rc->cts_wr, *bad;	/* constant fields preset */
 	struct ibv_sge *sge = &rc->cts_sge;
 
-	sge->addr = (uintptr_t)ctrl->shadow[slot];
+	sge->addr = (uintptr_t)src;
 	sge->length = (uint32_t)(n * (int)sizeof(struct nv_cts_entry));
 	sge->lkey = c->dev[q->dev].ctrl_mr->lkey;
 	wr->wr.rdma.remote_addr = c->rctrl_addr + slot * sizeof(struct nv_cts_entry) * NV_MAX_RECVS;
@@ -138,11 +139,12 @@ static inline struct nv_eager_trailer *nv_eager_trl(const struct nv_eager_recv *
 }
 
 /*
- * RECV (or a surplus one) and the CTS of n entries for the sequence of slot,
- * room checked by the caller; 0, or -1 with the comm failed.
+ * RECV (or a surplus one) and the CTS of n entries for sequence seq from its
+ * shadow entries src (nv_eager_shadow(ctrl, seq)), room checked by the
+ * caller; 0, or -1 with the comm failed.
  */
-static inline __attribute__((always_inline)) int nv_eager_post_n(struct nv_recv_comm *rc,
-								 uint64_t seq, int n)
+static inline __attribute__((always_inline)) int
+nv_eager_post_n(struct nv_recv_comm *rc, uint64_t seq, struct nv_cts_entry *src, int n)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_comm_qp *q = &c->qps[0];
@@ -151,8 +153,7 @@ static inline __attribute__((always_inline)) int nv_eager_post_n(struct nv_recv_
 
 	/* the grant of this moment rides on the CTS (comm.h; ignored by a sender
 	 * that did not ask for it); tail <= seq < tail + slots */
-	((struct nv_recv_ctrl *)c->ctrl)->shadow[slot][0].eager.grant =
-		(uint32_t)(rc->eager.tail + NV_EAGER_SLOTS - seq);
+	src[0].eager.grant = (uint32_t)(rc->eager.tail + NV_EAGER_SLOTS - seq);
 
 	if (nv_unlikely(rc->eager.surplus)) {
 		rc->eager.surplus--;
@@ -166,7 +167,7 @@ static inline __attribute__((always_inline)) int nv_eager_post_n(struct nv_recv_
 		}
 	}
 	rc->eager.seqs[slot].state = NV_ESEQ_WAIT;
-	return nv_recv_post_cts_q(rc, q, 0, slot, n) == NV_OK ? 0 : -1;
+	return nv_recv_post_cts_q(rc, q, 0, slot, src, n) == NV_OK ? 0 : -1;
 }
 
 /*
@@ -184,7 +185,7 @@ nv_eager_irecv_one(struct nv_recv_comm *rc, void *data, size_t size, int tag,
 	struct nv_eager_recv *E = &rc->eager;
 	uint64_t seq = rc->head;
 	uint32_t slot = (uint32_t)(seq % NV_EAGER_SLOTS);
-	struct nv_cts_entry *e = &((struct nv_recv_ctrl *)c->ctrl)->shadow[slot][0];
+	struct nv_cts_entry *e = nv_eager_shadow(c->ctrl, seq);
 	struct nv_request *req = nv_req_get(c, NV_REQ_RECV);
 
 	if (!req)
@@ -213,7 +214,7 @@ nv_eager_irecv_one(struct nv_recv_comm *rc, void *data, size_t size, int tag,
 	*request = req;
 	if (nv_unlikely(__atomic_load_n(&nv_eager_trl(E, seq)->seq, __ATOMIC_ACQUIRE) == seq + 1))
 		return nv_eager_irecv_arrived(rc, seq);
-	return nv_eager_post_n(rc, seq, 1) < 0 ? c->error : NV_OK;
+	return nv_eager_post_n(rc, seq, e, 1) < 0 ? c->error : NV_OK;
 }
 
 /* The grant write (sequences below tail + NV_EAGER_SLOTS may go eager). */

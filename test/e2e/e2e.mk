@@ -49,9 +49,13 @@ check_PROGRAMS += test/e2e/e2e_eager
 test_e2e_e2e_eager_SOURCES = test/e2e/e2e_eager.c
 test_e2e_e2e_eager_LDADD = $(E2E_LDADD)
 
+check_PROGRAMS += test/e2e/e2e_sources
+test_e2e_e2e_sources_SOURCES = test/e2e/e2e_sources.c
+test_e2e_e2e_sources_LDADD = $(E2E_LDADD)
+
 E2E_TESTS = test/e2e/e2e_loopback test/e2e/e2e_versions test/e2e/e2e_handshake \
 	test/e2e/e2e_kill test/e2e/e2e_multi test/e2e/e2e_errors test/e2e/e2e_gpu \
-	test/e2e/e2e_vnic test/e2e/e2e_cq test/e2e/e2e_eager
+	test/e2e/e2e_vnic test/e2e/e2e_cq test/e2e/e2e_eager test/e2e/e2e_sources
 TESTS += $(E2E_TESTS)
 
 # The data-path tests once more with the eager path off (NCCL_VERBS_EAGER_MAX=0):
