@@ -19,7 +19,11 @@
  *    NCCL_IB_USE_INLINE=1;
  *  - grouped receives whose messages are larger than the eager limit (the
  *    sender's size records) mixed with small ones;
- *  - the same grouped pattern with eager off (plain clear-to-send).
+ *  - the same grouped pattern with eager off (plain clear-to-send);
+ *  - the latency on the sender's device (its eager trailers and size
+ *    records stay queued), and on both;
+ *  - receives typed NCCL_PTR_CUDA (SIMVERBS_GPUDIRECT=1): eager messages
+ *    reach them by a loopback write from the ring, queued on the slow device.
  */
 #include "config.h"
 
@@ -41,6 +45,8 @@ struct sources_case {
 	size_t big;		/* every other message of a receive this large (0: all small) */
 	const char *eager_max;	/* NCCL_VERBS_EAGER_MAX (NULL: default) */
 	const char *use_inline;	/* NCCL_IB_USE_INLINE (NULL: default 0) */
+	const char *latency;	/* SIMVERBS_CONTROL (NULL: 20 ms on the receiver's simib0) */
+	int cuda;		/* receive buffers typed NCCL_PTR_CUDA (SIMVERBS_GPUDIRECT=1) */
 };
 
 static char *sbuf, *rbuf;
@@ -98,14 +104,22 @@ static int run_case(void *arg)
 	void *sc, *rc, *smh, *rmh, *data[8], *mh[8], *rreq, *sreq[8];
 	size_t sz[8], want[8];
 	int tags[8], rs[8], rdone, seq = 0, i, r, rdev, sdev;
+	struct e2e_props pr;
+	char root[256];
 
 	setenv("SIMVERBS_DEVICES", "simib0:ll=ib;simib1:ll=ib", 1);
-	setenv("SIMVERBS_CONTROL", "latency 20000000 simib0", 1);
+	setenv("SIMVERBS_CONTROL", k->latency ? k->latency : "latency 20000000 simib0", 1);
 	setenv("SIMVERBS_CHECK_SOURCES", "1", 1);
 	if (k->eager_max)
 		setenv("NCCL_VERBS_EAGER_MAX", k->eager_max, 1);
 	if (k->use_inline)
 		setenv("NCCL_IB_USE_INLINE", k->use_inline, 1);
+	if (k->cuda) {
+		snprintf(root, sizeof(root), "/tmp/simverbs-%u/%s", (unsigned)getuid(),
+			 getenv("SIMVERBS_FABRIC") ? getenv("SIMVERBS_FABRIC") : "default");
+		setenv("SIMVERBS_GPUDIRECT", "1", 1);
+		setenv("NCCL_VERBS_GDR_SYSFS_ROOT", root, 1);
+	}
 	r = e2e_open(&n, 12);
 	if (r)
 		return r;
@@ -113,9 +127,15 @@ static int run_case(void *arg)
 	sdev = e2e_find_dev(&n, "simib1");
 	if (rdev < 0 || sdev < 0)
 		E2E_FAIL("devices simib0 and simib1 expected");
+	E2E_OK(e2e_props(&n, rdev, &pr));
+	if (k->cuda && !(pr.ptr_support & NCCL_PTR_CUDA)) {
+		e2e_note("%s: no GPUDirect offered (ptrSupport 0x%x): not run", k->name, pr.ptr_support);
+		e2e_close(&n);
+		return 0;
+	}
 	pair2(&n, rdev, sdev, &sc, &rc);
 	E2E_OK(e2e_reg_mr(&n, sc, sbuf, BUF, NCCL_PTR_HOST, &smh));
-	E2E_OK(e2e_reg_mr(&n, rc, rbuf, BUF, NCCL_PTR_HOST, &rmh));
+	E2E_OK(e2e_reg_mr(&n, rc, rbuf, BUF, k->cuda ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &rmh));
 	while (seq < SEQS) {
 		memset(rbuf, 0xee, (size_t)k->nrecv * ENTRY);
 		for (i = 0; i < k->nrecv; i++) {
@@ -158,12 +178,18 @@ static int run_case(void *arg)
 int main(void)
 {
 	static const struct sources_case cases[] = {
-		{ "eager, grouped receives of 2", 2, 0, NULL, NULL },
-		{ "eager, grouped receives of 3", 3, 0, NULL, NULL },
-		{ "eager, single receives", 1, 0, NULL, NULL },
-		{ "eager, single receives, inline clear-to-send", 1, 0, NULL, "1" },
-		{ "eager, grouped receives of 2 with large messages", 2, 9000, NULL, NULL },
-		{ "eager off, grouped receives of 2", 2, 0, "0", NULL },
+		{ "eager, grouped receives of 2", 2, 0, NULL, NULL, NULL, 0 },
+		{ "eager, grouped receives of 3", 3, 0, NULL, NULL, NULL, 0 },
+		{ "eager, single receives", 1, 0, NULL, NULL, NULL, 0 },
+		{ "eager, single receives, inline clear-to-send", 1, 0, NULL, "1", NULL, 0 },
+		{ "eager, grouped receives of 2 with large messages", 2, 9000, NULL, NULL, NULL, 0 },
+		{ "eager off, grouped receives of 2", 2, 0, "0", NULL, NULL, 0 },
+		/* the sender's sources: trailers, size records */
+		{ "slow sender, eager, grouped receives of 2 with large messages", 2, 9000, NULL, NULL,
+		  "latency 20000000 simib1", 0 },
+		{ "both slow, eager, grouped receives of 3", 3, 0, NULL, NULL, "latency 10000000", 0 },
+		/* the receiver's loopback copy of eager messages into GPU buffers (ring entry source) */
+		{ "eager into CUDA-typed receives, grouped of 2", 2, 0, NULL, NULL, NULL, 1 },
 	};
 	int fails = 0;
 
