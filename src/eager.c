@@ -297,7 +297,8 @@ static int nv_eager_deliver(struct nv_recv_comm *rc, uint64_t seq, int posted)
 }
 
 /* The grant write: sequences below tail + NV_EAGER_SLOTS may go eager. */
-__attribute__((noinline)) nv_status_t nv_eager_grant(struct nv_recv_comm *rc)
+/* The credit word itself (nv_eager_grant decided it is needed). */
+static __attribute__((noinline)) nv_status_t nv_eager_grant_write(struct nv_recv_comm *rc)
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_eager_recv *E = &rc->eager;
@@ -306,17 +307,6 @@ __attribute__((noinline)) nv_status_t nv_eager_grant(struct nv_recv_comm *rc)
 	struct ibv_sge sge;
 	uint64_t *src;
 
-	if (E->cts_grant) {
-		/* what the sender found on the CTS of the last message that came
-		 * through one may be enough (comm.h); the slot still holds it
-		 * unless it was posted again since, for cts_done + NV_SHADOW_SLOTS */
-		const struct nv_cts_entry *e = nv_eager_shadow(c->ctrl, E->cts_done);
-
-		if (e->seq == E->cts_done + 1 && E->cts_done + e->eager.grant > E->granted)
-			E->granted = E->cts_done + e->eager.grant;
-		if (E->tail + NV_EAGER_SLOTS - E->granted < NV_EAGER_GRANT_BATCH)
-			return NV_OK;
-	}
 	if (q->outstanding + 1 > q->max_wr)
 		return NV_OK; /* a full queue: later (the sender waits for CTS meanwhile) */
 	/* one source word per grant write, reused NV_EAGER_SLOTS grants later, long
@@ -348,6 +338,24 @@ __attribute__((noinline)) nv_status_t nv_eager_grant(struct nv_recv_comm *rc)
 	}
 	E->granted = *src;
 	return NV_OK;
+}
+
+__attribute__((noinline)) nv_status_t nv_eager_grant(struct nv_recv_comm *rc)
+{
+	struct nv_eager_recv *E = &rc->eager;
+
+	if (E->cts_grant) {
+		/* what the sender found on the CTS of the last message that came
+		 * through one may be enough (comm.h); the slot still holds it
+		 * unless it was posted again since, for cts_done + NV_SHADOW_SLOTS */
+		const struct nv_cts_entry *e = nv_eager_shadow(rc->base.ctrl, E->cts_done);
+
+		if (e->seq == E->cts_done + 1 && E->cts_done + e->eager.grant > E->granted)
+			E->granted = E->cts_done + e->eager.grant;
+		if (E->tail + NV_EAGER_SLOTS - E->granted < NV_EAGER_GRANT_BATCH)
+			return NV_OK;
+	}
+	return nv_eager_grant_write(rc);
 }
 
 
