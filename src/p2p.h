@@ -117,6 +117,18 @@ nv_recv_post_cts_q(struct nv_recv_comm *rc, struct nv_comm_qp *q, uint32_t qi, u
 /* isend of at most s->eager.max bytes whose clear-to-send has not arrived. */
 nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int tag,
 			   void *mhandle, void *phandle, void **request);
+/*
+ * isend found no CTS: 1 when a credit may allow the message to go eager (a
+ * grant left, a new credit word, or a CTS whose grant was not read yet);
+ * nv_eager_isend decides. 0: it waits for its CTS, as an idle call.
+ */
+static inline int nv_eager_may_send(const struct nv_send_comm *s)
+{
+	const struct nv_send_ctrl *ctrl = s->base.ctrl;
+
+	return s->head < s->eager.grant || s->eager.cts_took != s->eager.cts_seq ||
+	       __atomic_load_n(&ctrl->eager_grant, __ATOMIC_ACQUIRE) > s->head;
+}
 /* irecv on a comm with eager on (every entry one sequence). */
 nv_status_t nv_eager_irecv(struct nv_recv_comm *rc, int n, void **data, size_t *sizes, int *tags,
 			   void **mhandles, void **phandles, void **request);

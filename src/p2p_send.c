@@ -331,7 +331,7 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 	/* nothing of the slot has arrived: the poll of a sender waiting for the receiver,
 	 * or a small message that goes eager instead (order: comm.h) */
 	if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != s->head + 1) {
-		if (s->eager.max && size <= s->eager.max)
+		if (s->eager.max && size <= s->eager.max && nv_eager_may_send(s))
 			return nv_eager_isend(s, data, size, tag, mhandle, phandle, request);
 		return nv_comm_idle(c, NULL);
 	}
