@@ -45,50 +45,18 @@
 #define SMALL 8
 #define TAG 1
 
-struct conn {
-	struct fh *f;
-	void *s, *r, *smh, *rmh;
-	char *sbuf, *rbuf;
-};
 
-static struct nv_send_comm *S(struct conn *c)
+static struct nv_send_comm *S(struct fh_conn *c)
 {
 	return c->s;
 }
 
-static struct nv_recv_comm *R(struct conn *c)
+static struct nv_recv_comm *R(struct fh_conn *c)
 {
 	return c->r;
 }
 
-static void conn_open(struct fh *f, int dev, struct conn *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->f = f;
-	fh_pair(f, dev, &c->s, &c->r, 20);
-	c->sbuf = aligned_alloc(4096, MSG);
-	c->rbuf = aligned_alloc(4096, MSG);
-	FH_CHECK(c->sbuf && c->rbuf, "out of memory");
-	c->smh = fh_reg(f, c->s, c->sbuf, MSG);
-	c->rmh = fh_reg(f, c->r, c->rbuf, MSG);
-}
-
-static void conn_close(struct conn *c)
-{
-	if (c->s) {
-		FH_OK(c->f->net->deregMr(c->s, c->smh));
-		FH_CHECK(c->f->net->closeSend(c->s) == ncclSuccess, "closeSend failed");
-	}
-	if (c->r) {
-		FH_OK(c->f->net->deregMr(c->r, c->rmh));
-		FH_CHECK(c->f->net->closeRecv(c->r) == ncclSuccess, "closeRecv failed");
-	}
-	free(c->sbuf);
-	free(c->rbuf);
-	memset(c, 0, sizeof(*c));
-}
-
-static ncclResult_t do_irecv(struct conn *c, void **req)
+static ncclResult_t do_irecv(struct fh_conn *c, void **req)
 {
 	size_t size = MSG;
 	int tag = TAG;
@@ -102,7 +70,7 @@ static ncclResult_t do_irecv(struct conn *c, void **req)
  * that call's result, *side 0 send, 1 receive. *rreq: a receive already
  * posted, or NULL.
  */
-static ncclResult_t pump(struct conn *c, size_t size, int want_recv, int send_first, void *rreq,
+static ncclResult_t pump(struct fh_conn *c, size_t size, int want_recv, int send_first, void *rreq,
 			 int *side, int *got)
 {
 	double end = fh_now() + BOUND;
@@ -131,7 +99,7 @@ static ncclResult_t pump(struct conn *c, size_t size, int want_recv, int send_fi
 }
 
 /* Good messages first: small ones sent before their receive (eager), large ones after. */
-static void warm_up(struct conn *c)
+static void warm_up(struct fh_conn *c)
 {
 	int i, side, got;
 
@@ -150,7 +118,7 @@ static void warm_up(struct conn *c)
 /* ---- the hostile peer ---------------------------------------------------------- */
 
 /* What the peer's eager RDMA write of message seq would leave in the receiver's ring. */
-static void ring_write(struct conn *c, uint64_t seq, uint32_t size, uint32_t tag)
+static void ring_write(struct fh_conn *c, uint64_t seq, uint32_t size, uint32_t tag)
 {
 	const struct nv_eager_recv *E = &R(c)->eager;
 	uint8_t *end = E->ring + (seq % NV_EAGER_SLOTS) * E->entry + E->entry;
@@ -164,7 +132,7 @@ static void ring_write(struct conn *c, uint64_t seq, uint32_t size, uint32_t tag
 }
 
 /* A 0-byte work request of the peer's NIC on the sender comm's QP. */
-static void hostile_post(struct conn *c, enum ibv_wr_opcode op, uint32_t imm)
+static void hostile_post(struct fh_conn *c, enum ibv_wr_opcode op, uint32_t imm)
 {
 	struct nv_comm *sc = &S(c)->base;
 	struct ibv_send_wr wr, *bad = NULL;
@@ -181,7 +149,7 @@ static void hostile_post(struct conn *c, enum ibv_wr_opcode op, uint32_t imm)
 }
 
 /* The receiver's CTS of message seq has landed in the sender's FIFO. */
-static struct nv_cts_entry *cts_landed(struct conn *c, uint64_t seq)
+static struct nv_cts_entry *cts_landed(struct fh_conn *c, uint64_t seq)
 {
 	struct nv_send_ctrl *ctrl = S(c)->base.ctrl;
 	struct nv_cts_entry *e = &ctrl->fifo[seq % NV_FIFO_SLOTS][0];
@@ -197,12 +165,12 @@ static struct nv_cts_entry *cts_landed(struct conn *c, uint64_t seq)
 
 struct ecase {
 	const char *name;
-	ncclResult_t (*run)(struct conn *, int *side, char want[2][128]);
+	ncclResult_t (*run)(struct fh_conn *, int *side, char want[2][128]);
 	int side;	/* 0 send, 1 receive */
 	int eager;	/* 1 runs on eager comms, 0 on eager-off comms */
 };
 
-static ncclResult_t c_trl_size(struct conn *c, int *side, char want[2][128])
+static ncclResult_t c_trl_size(struct fh_conn *c, int *side, char want[2][128])
 {
 	uint64_t seq = R(c)->head;
 	int got;
@@ -214,7 +182,7 @@ static ncclResult_t c_trl_size(struct conn *c, int *side, char want[2][128])
 	return pump(c, 0, 1, 0, NULL, side, &got);
 }
 
-static ncclResult_t c_trl_size_wait(struct conn *c, int *side, char want[2][128])
+static ncclResult_t c_trl_size_wait(struct fh_conn *c, int *side, char want[2][128])
 {
 	uint64_t seq = R(c)->head;
 	void *rreq = NULL;
@@ -231,7 +199,7 @@ static ncclResult_t c_trl_size_wait(struct conn *c, int *side, char want[2][128]
 	return pump(c, 0, 0, 0, rreq, side, &got);
 }
 
-static ncclResult_t c_trl_tag(struct conn *c, int *side, char want[2][128])
+static ncclResult_t c_trl_tag(struct fh_conn *c, int *side, char want[2][128])
 {
 	uint64_t seq = R(c)->head;
 	int got;
@@ -243,7 +211,7 @@ static ncclResult_t c_trl_tag(struct conn *c, int *side, char want[2][128])
 	return pump(c, 0, 1, 0, NULL, side, &got);
 }
 
-static ncclResult_t c_grant_beyond(struct conn *c, int *side, char want[2][128])
+static ncclResult_t c_grant_beyond(struct fh_conn *c, int *side, char want[2][128])
 {
 	struct nv_send_ctrl *ctrl = S(c)->base.ctrl;
 	uint64_t head = S(c)->head, grant = head + NV_EAGER_SLOTS + 1;
@@ -256,7 +224,7 @@ static ncclResult_t c_grant_beyond(struct conn *c, int *side, char want[2][128])
 	return pump(c, SMALL, 0, 1, NULL, side, &got);
 }
 
-static ncclResult_t c_imm_no_cts(struct conn *c, int *side, char want[2][128])
+static ncclResult_t c_imm_no_cts(struct fh_conn *c, int *side, char want[2][128])
 {
 	uint64_t seq = R(c)->head;
 	void *rreq = NULL, *sreq = NULL;
@@ -282,7 +250,7 @@ static ncclResult_t c_imm_no_cts(struct conn *c, int *side, char want[2][128])
 	return pump(c, 0, 0, 0, rreq, side, &got);
 }
 
-static ncclResult_t c_send_no_imm(struct conn *c, int *side, char want[2][128])
+static ncclResult_t c_send_no_imm(struct fh_conn *c, int *side, char want[2][128])
 {
 	void *rreq = NULL;
 	int got;
@@ -297,7 +265,7 @@ static ncclResult_t c_send_no_imm(struct conn *c, int *side, char want[2][128])
 	return pump(c, 0, 0, 0, rreq, side, &got);
 }
 
-static ncclResult_t c_imm_too_big(struct conn *c, int *side, char want[2][128])
+static ncclResult_t c_imm_too_big(struct fh_conn *c, int *side, char want[2][128])
 {
 	void *rreq = NULL;
 	int got;
@@ -313,7 +281,7 @@ static ncclResult_t c_imm_too_big(struct conn *c, int *side, char want[2][128])
 }
 
 /* A grouped receive of two halves; the peer's sizes (records) claim more than the first holds. */
-static ncclResult_t c_records_too_big(struct conn *c, int *side, char want[2][128])
+static ncclResult_t c_records_too_big(struct fh_conn *c, int *side, char want[2][128])
 {
 	struct nv_recv_ctrl *ctrl = R(c)->base.ctrl;
 	uint64_t seq = R(c)->head;
@@ -351,7 +319,7 @@ static const struct ecase ecases[] = {
 /* ---- checks -------------------------------------------------------------------- */
 
 /* Every later call on the failed comm fails fast, repeating the explanation. */
-static void check_sticky(struct conn *c, int side, const char *why)
+static void check_sticky(struct fh_conn *c, int side, const char *why)
 {
 	int i, w0 = fh_warn_count();
 
@@ -369,7 +337,7 @@ static void check_sticky(struct conn *c, int side, const char *why)
 }
 
 /* Once the failed side is closed, the other side's next wait fails. */
-static void check_other_side(struct conn *c, int failed_side)
+static void check_other_side(struct fh_conn *c, int failed_side)
 {
 	double end = fh_now() + BOUND;
 	void *req = NULL;
@@ -398,14 +366,14 @@ static void check_other_side(struct conn *c, int failed_side)
 
 static void run_case(struct fh *f, int dev, const char *devname, const struct ecase *e)
 {
-	struct conn c;
+	struct fh_conn c;
 	char want[2][128], qpn[32], why[64];
 	const char *w;
 	double t0;
 	int side = -1, wi, w0;
 	ncclResult_t r;
 
-	conn_open(f, dev, &c);
+	fh_conn_open(f, dev, MSG, &c);
 	FH_CHECK(!S(&c)->eager.max == !e->eager && !R(&c)->eager.max == !e->eager,
 		 "%s on %s: the comm has eager %s (send %u, receive %u)", e->name, devname,
 		 e->eager ? "off" : "on", S(&c)->eager.max, R(&c)->eager.max);
@@ -432,7 +400,7 @@ static void run_case(struct fh *f, int dev, const char *devname, const struct ec
 	snprintf(why, sizeof(why), "%s", strstr(w, want[0]));
 	check_sticky(&c, side, why);
 	check_other_side(&c, side);
-	conn_close(&c);
+	fh_conn_close(&c);
 }
 
 static int run_cases(int eager, const char *only)

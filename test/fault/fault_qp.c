@@ -35,46 +35,15 @@
 #define MSG 65536
 #define NMSG 64
 
-struct conn {
-	struct fh *f;
-	int dev;
-	const char *devname;
-	void *s, *r, *smh, *rmh;
-	char *sbuf, *rbuf;
-};
-
 static uint32_t qpn_of(void *comm)
 {
 	return ((struct nv_comm *)comm)->qps[0].qp->qp_num;
 }
 
-static void conn_open(struct fh *f, int dev, const char *devname, struct conn *c)
+static void conn_open(struct fh *f, int dev, const char *devname, struct fh_conn *c)
 {
-	memset(c, 0, sizeof(*c));
-	c->f = f;
-	c->dev = dev;
+	fh_conn_open(f, dev, MSG, c);
 	c->devname = devname;
-	fh_pair(f, dev, &c->s, &c->r, 20);
-	c->sbuf = aligned_alloc(4096, MSG);
-	c->rbuf = aligned_alloc(4096, MSG);
-	FH_CHECK(c->sbuf && c->rbuf, "out of memory");
-	c->smh = fh_reg(f, c->s, c->sbuf, MSG);
-	c->rmh = fh_reg(f, c->r, c->rbuf, MSG);
-}
-
-static void conn_close(struct conn *c)
-{
-	if (c->s) {
-		FH_OK(c->f->net->deregMr(c->s, c->smh));
-		FH_CHECK(c->f->net->closeSend(c->s) == ncclSuccess, "closeSend of a failed comm failed");
-	}
-	if (c->r) {
-		FH_OK(c->f->net->deregMr(c->r, c->rmh));
-		FH_CHECK(c->f->net->closeRecv(c->r) == ncclSuccess, "closeRecv of a failed comm failed");
-	}
-	free(c->sbuf);
-	free(c->rbuf);
-	memset(c, 0, sizeof(*c));
 }
 
 /*
@@ -94,8 +63,8 @@ static void check_wc_message(const char *w)
 }
 
 /* Drives NMSG messages; returns the first error, recording which side it hit. */
-static ncclResult_t traffic(struct conn *c, int *failed_side /* 0 send, 1 recv */,
-			    void (*before_isend)(struct conn *, int), double *t_err)
+static ncclResult_t traffic(struct fh_conn *c, int *failed_side /* 0 send, 1 recv */,
+			    void (*before_isend)(struct fh_conn *, int), double *t_err)
 {
 	double end = fh_now() + BOUND;
 	int i, tag = 1;
@@ -139,7 +108,7 @@ out:
 }
 
 /* Every later call on the failed comm fails fast, repeating the explanation. */
-static void check_sticky(struct conn *c, int side, const char *why)
+static void check_sticky(struct fh_conn *c, int side, const char *why)
 {
 	double t0 = fh_now();
 	void *req = NULL;
@@ -163,7 +132,7 @@ static void check_sticky(struct conn *c, int side, const char *why)
 }
 
 /* After the failed side is closed, the other side's next wait fails naming the peer. */
-static void check_other_side(struct conn *c, int failed_side)
+static void check_other_side(struct fh_conn *c, int failed_side)
 {
 	double t0 = fh_now(), end = t0 + BOUND;
 	void *req = NULL;
@@ -203,7 +172,7 @@ static void check_other_side(struct conn *c, int failed_side)
 
 /* ---- hostile clear-to-send entries --------------------------------------------- */
 
-static struct nv_cts_entry *fifo_entry(struct conn *c, int i)
+static struct nv_cts_entry *fifo_entry(struct fh_conn *c, int i)
 {
 	struct nv_send_ctrl *ctrl = ((struct nv_comm *)c->s)->ctrl;
 	struct nv_cts_entry *e = &ctrl->fifo[i % NV_FIFO_SLOTS][0];
@@ -215,19 +184,19 @@ static struct nv_cts_entry *fifo_entry(struct conn *c, int i)
 	return e;
 }
 
-static void cts_bad_rkey(struct conn *c, int i)
+static void cts_bad_rkey(struct fh_conn *c, int i)
 {
 	if (i == 3)
 		fifo_entry(c, i)->rkey[0] ^= 0x5a5a00;
 }
 
-static void cts_bad_addr(struct conn *c, int i)
+static void cts_bad_addr(struct fh_conn *c, int i)
 {
 	if (i == 3)
 		fifo_entry(c, i)->addr += 1u << 30;
 }
 
-static void cts_bad_nreqs(struct conn *c, int i)
+static void cts_bad_nreqs(struct fh_conn *c, int i)
 {
 	if (i == 3) {
 		struct nv_cts_entry *e = fifo_entry(c, i);
@@ -236,7 +205,7 @@ static void cts_bad_nreqs(struct conn *c, int i)
 	}
 }
 
-static void cts_huge_size(struct conn *c, int i)
+static void cts_huge_size(struct fh_conn *c, int i)
 {
 	if (i == 3)
 		fifo_entry(c, i)->size = 1ull << 40;
@@ -245,7 +214,7 @@ static void cts_huge_size(struct conn *c, int i)
 /* A send from a buffer its registration does not cover: LOC_PROT_ERR. */
 static char *saved_sbuf;
 
-static void send_unregistered(struct conn *c, int i)
+static void send_unregistered(struct fh_conn *c, int i)
 {
 	if (i == 3 && !saved_sbuf) {
 		saved_sbuf = c->sbuf;
@@ -261,7 +230,7 @@ struct qcase {
 	const char *name;
 	const char *inject;	/* simverbs command; %x = sender/receiver QPN, %s = device */
 	int on_recv_qp;		/* the QPN in `inject` is the receiver's */
-	void (*before_isend)(struct conn *, int);
+	void (*before_isend)(struct fh_conn *, int);
 	int side;		/* side expected to fail first: 0 send, 1 recv, -1 either */
 	const char *warn[3];	/* substrings of the first WARN */
 	int wc;			/* the first WARN is an error completion */
@@ -311,7 +280,7 @@ static void fmt(char *out, size_t len, const char *pat, uint32_t qpn, const char
 static void run_case(struct fh *f, int dev, const char *devname, const struct qcase *q)
 {
 	char cmd[128], w[3][128];
-	struct conn c;
+	struct fh_conn c;
 	uint32_t sq, rq, qpn;
 	double t0, t_err = 0;
 	int side = -1, i, wi, w0;
@@ -365,7 +334,7 @@ static void run_case(struct fh *f, int dev, const char *devname, const struct qc
 		fmt(cmd, sizeof(cmd), q->undo, qpn, devname);
 		FH_CHECK(fh_sv_control(cmd) == 0, "simverbs command '%s' failed", cmd);
 	}
-	conn_close(&c);
+	fh_conn_close(&c);
 }
 
 int main(int argc, char **argv)

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -267,6 +268,34 @@ void *fh_reg(struct fh *f, void *comm, void *buf, size_t size)
 	FH_OK(f->net->regMr(comm, buf, size, NCCL_PTR_HOST, &mh));
 	FH_CHECK(mh != NULL, "regMr returned no handle");
 	return mh;
+}
+
+void fh_conn_open(struct fh *f, int dev, size_t len, struct fh_conn *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->f = f;
+	c->dev = dev;
+	fh_pair(f, dev, &c->s, &c->r, 20);
+	c->sbuf = aligned_alloc(4096, len);
+	c->rbuf = aligned_alloc(4096, len);
+	FH_CHECK(c->sbuf && c->rbuf, "out of memory");
+	c->smh = fh_reg(f, c->s, c->sbuf, len);
+	c->rmh = fh_reg(f, c->r, c->rbuf, len);
+}
+
+void fh_conn_close(struct fh_conn *c)
+{
+	if (c->s) {
+		FH_OK(c->f->net->deregMr(c->s, c->smh));
+		FH_CHECK(c->f->net->closeSend(c->s) == ncclSuccess, "closeSend failed");
+	}
+	if (c->r) {
+		FH_OK(c->f->net->deregMr(c->r, c->rmh));
+		FH_CHECK(c->f->net->closeRecv(c->r) == ncclSuccess, "closeRecv failed");
+	}
+	free(c->sbuf);
+	free(c->rbuf);
+	memset(c, 0, sizeof(*c));
 }
 
 int fh_wait(struct fh *f, void *req, int *sizes, ncclResult_t *res, double timeout_s)

@@ -90,6 +90,20 @@ void fh_join(struct fh *f, void *listen, int dev, void *handle, void **send, voi
 	     double timeout_s, const char *what);
 
 void *fh_reg(struct fh *f, void *comm, void *buf, size_t size);
+/*
+ * A loopback send/recv pair on device dev with one registered buffer of len
+ * bytes on each side (fh_conn_open fails the test when it cannot). Closing
+ * deregisters and closes what is open, a failed comm too, and frees.
+ */
+struct fh_conn {
+	struct fh *f;
+	int dev;
+	const char *devname;	/* for messages; set by the caller */
+	void *s, *r, *smh, *rmh;
+	char *sbuf, *rbuf;
+};
+void fh_conn_open(struct fh *f, int dev, size_t len, struct fh_conn *c);
+void fh_conn_close(struct fh_conn *c);
 /* One message: isend + irecv until both complete. Returns ncclSuccess, the first error,
  * or ncclInternalError (after FH_FAIL-free report) when the deadline passes. */
 ncclResult_t fh_xfer(struct fh *f, void *s, void *r, void *sbuf, void *smh, size_t ssize,
