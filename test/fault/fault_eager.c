@@ -411,13 +411,9 @@ static int run_cases(int eager, const char *only)
 	int rc;
 
 	setenv("NCCL_VERBS_EAGER_MAX", eager ? "4096" : "0", 1);
-	rc = fh_open(&f);
+	rc = fh_open_simverbs(&f);
 	if (rc)
 		return rc;
-	if (fh_sv_control("status") < 0) {
-		fh_log("simverbs_control not found: not running on simverbs; skipping");
-		return FH_SKIP;
-	}
 	for (d = 0; d < 2; d++) {
 		int dev = fh_dev_by_name(&f, devs[d]);
 

@@ -351,13 +351,9 @@ int main(int argc, char **argv)
 	int rc;
 
 	fh_watchdog(200);
-	rc = fh_open(&f);
+	rc = fh_open_simverbs(&f);
 	if (rc)
 		return rc;
-	if (fh_sv_control("status") < 0) {
-		fh_log("simverbs_control not found: not running on simverbs; skipping");
-		return FH_SKIP;
-	}
 	for (d = 0; d < 2; d++) {
 		int dev = fh_dev_by_name(&f, devs[d]);
 

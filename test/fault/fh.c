@@ -270,6 +270,20 @@ void *fh_reg(struct fh *f, void *comm, void *buf, size_t size)
 	return mh;
 }
 
+int fh_open_simverbs(struct fh *f)
+{
+	int rc = fh_open(f);
+
+	if (rc)
+		return rc;
+	if (fh_sv_control("status") < 0) {
+		fh_log("simverbs_control not found: not running on simverbs; skipping");
+		fh_close(f);
+		return FH_SKIP;
+	}
+	return 0;
+}
+
 void fh_conn_open(struct fh *f, int dev, size_t len, struct fh_conn *c)
 {
 	memset(c, 0, sizeof(*c));

@@ -60,6 +60,8 @@ void fh_watchdog(unsigned seconds);
 /* The plugin. fh_open returns 0, or FH_SKIP when it cannot be loaded or has no device. */
 int fh_open(struct fh *f);
 void fh_close(struct fh *f);
+/* fh_open, then FH_SKIP unless the verbs library is simverbs (its control commands). */
+int fh_open_simverbs(struct fh *f);
 /* dlopen + init only; returns init's result (for configuration tests). */
 ncclResult_t fh_open_raw(struct fh *f);
 /* Index of the first device whose name starts with prefix, or -1. */
