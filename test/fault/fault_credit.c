@@ -17,6 +17,11 @@
  *   alternating    phases of both, each followed by a burst of what its
  *                  credit allows (24 after CTSs, 16 after credit words),
  *                  5 times: no send waits, data checked.
+ *   first-release  the receiver of a sender that does not read CTS grants
+ *                  (a first-release eager sender; emulated by clearing the
+ *                  receiver's flag after connect): it writes the credit
+ *                  word every 16 freed entries, 400 posted-ahead messages
+ *                  still leave a burst of 16 eager ones possible;
  *   hostile-grant  a CTS whose grant reaches past the ring (as a broken or
  *                  hostile receiver would write it): the sender's next
  *                  eager attempt fails the comm naming the connection and
@@ -218,6 +223,23 @@ static void run_dev(struct fh *f, int dev, const char *name)
 	pair_close(&p);
 }
 
+static void first_release(struct fh *f, int dev, const char *name)
+{
+	struct pair p;
+	uint32_t words;
+
+	pair_open(f, dev, &p);
+	p.r->eager.cts_grant = 0;
+	words = phase_posted(&p, 400);
+	FH_CHECK(words >= 400 / NV_EAGER_GRANT_BATCH - 2, "%s first-release: only %u credit words "
+		 "for 400 messages to a sender that reads none on the CTSs", name, words);
+	burst(&p, AFTER_WORDS);
+	phase_send_first(&p, 100);
+	fh_log("%s first-release: 400 messages, %u credit words; a burst of %d went eager", name,
+	       words, AFTER_WORDS);
+	pair_close(&p);
+}
+
 static void hostile_grant(struct fh *f, int dev, const char *name)
 {
 	struct pair p;
@@ -260,6 +282,7 @@ int main(void)
 
 		FH_CHECK(dev >= 0, "no device %s", devs[d]);
 		run_dev(&f, dev, devs[d]);
+		first_release(&f, dev, devs[d]);
 		hostile_grant(&f, dev, devs[d]);
 	}
 	fh_close(&f);
