@@ -154,7 +154,6 @@ nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int 
 
 /* ---- receive: ring entries ------------------------------------------------- */
 
-
 static __attribute__((noinline, cold)) int nv_eager_bad(struct nv_recv_comm *rc, uint64_t seq)
 {
 	struct nv_comm *c = &rc->base;
@@ -296,8 +295,8 @@ static int nv_eager_deliver(struct nv_recv_comm *rc, uint64_t seq, int posted)
 	return 0;
 }
 
-/* The grant write: sequences below tail + NV_EAGER_SLOTS may go eager. */
-/* The credit word itself (nv_eager_grant decided it is needed). */
+/* The credit word itself: sequences below tail + NV_EAGER_SLOTS may go eager
+ * (nv_eager_grant decided the sender needs it). */
 static __attribute__((noinline)) nv_status_t nv_eager_grant_write(struct nv_recv_comm *rc)
 {
 	struct nv_comm *c = &rc->base;
@@ -357,7 +356,6 @@ __attribute__((noinline)) nv_status_t nv_eager_grant(struct nv_recv_comm *rc)
 	}
 	return nv_eager_grant_write(rc);
 }
-
 
 /* RECV (unless a surplus one is in the queue) and the CTS of cursor seq; 1 no room yet. */
 static int nv_eager_post_cts(struct nv_recv_comm *rc, uint64_t seq)
@@ -477,7 +475,6 @@ nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint32_t im
 		r->done = 1;
 	return nv_eager_advance(rc);
 }
-
 
 nv_status_t nv_eager_recv_cqe_slow(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 {

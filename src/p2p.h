@@ -229,9 +229,9 @@ nv_eager_irecv_one(struct nv_recv_comm *rc, void *data, size_t size, int tag,
 	return nv_eager_post_n(rc, seq, e, 1) < 0 ? c->error : NV_OK;
 }
 
-/* The grant write (sequences below tail + NV_EAGER_SLOTS may go eager). */
+/* Freed ring entries to grant: the credit word, unless the grant on a CTS the
+ * sender used is enough (comm.h). */
 nv_status_t nv_eager_grant(struct nv_recv_comm *rc);
-
 
 /* Frees finished sequences from the tail; grants the freed ring entries in batches. */
 static inline nv_status_t nv_eager_advance(struct nv_recv_comm *rc)
