@@ -41,11 +41,9 @@
 #define DEPTH 8
 
 struct pair {
-	struct fh *f;
-	struct nv_send_comm *s;
+	struct fh_conn c;	/* buffers: NV_EAGER_SLOTS slots of MSG bytes each */
+	struct nv_send_comm *s;	/* c.s and c.r, as the plugin's comms */
 	struct nv_recv_comm *r;
-	void *smh, *rmh;
-	char *sbuf, *rbuf;	/* NV_EAGER_SLOTS slots of MSG bytes each */
 	uint64_t next_send, next_recv;	/* message numbers */
 };
 
@@ -60,19 +58,19 @@ static void wait_done(struct pair *p, void *req, int *size)
 	int done = 0;
 
 	while (!done) {
-		FH_OK(p->f->net->test(req, &done, size));
+		FH_OK(p->c.f->net->test(req, &done, size));
 		FH_CHECK(fh_now() < end, "a request did not complete within %.0f s", BOUND);
 	}
 }
 
 static void *post_recv(struct pair *p)
 {
-	void *data = slot(p->rbuf, p->next_recv), *req = NULL;
+	void *data = slot(p->c.rbuf, p->next_recv), *req = NULL;
 	size_t size = MSG;
 	int tag = 7;
 
 	memset(data, 0, MSG);
-	FH_OK(p->f->net->irecv(p->r, 1, &data, &size, &tag, &p->rmh, NULL, &req));
+	FH_OK(p->c.f->net->irecv(p->r, 1, &data, &size, &tag, &p->c.rmh, NULL, &req));
 	FH_CHECK(req != NULL, "irecv %lu returned no request", (unsigned long)p->next_recv);
 	p->next_recv++;
 	return req;
@@ -81,13 +79,13 @@ static void *post_recv(struct pair *p)
 /* isend of the next message; must_go: it may not wait (eager credit expected). */
 static void *post_send(struct pair *p, int must_go)
 {
-	char *data = slot(p->sbuf, p->next_send);
+	char *data = slot(p->c.sbuf, p->next_send);
 	void *req = NULL;
 	double end = fh_now() + BOUND;
 
 	fh_fill(data, MSG, p->next_send + 1);
 	for (;;) {
-		FH_OK(p->f->net->isend(p->s, data, MSG, 7, p->smh, NULL, &req));
+		FH_OK(p->c.f->net->isend(p->s, data, MSG, 7, p->c.smh, NULL, &req));
 		if (req)
 			break;
 		FH_CHECK(!must_go, "message %lu waited for its CTS: the sender had no eager credit "
@@ -105,7 +103,7 @@ static void check_recv(struct pair *p, void *req, uint64_t i)
 
 	wait_done(p, req, &size);
 	FH_CHECK(size == MSG, "message %lu: %d bytes", (unsigned long)i, size);
-	FH_CHECK(fh_check_pattern(slot(p->rbuf, i), MSG, i + 1) == 0, "message %lu corrupt",
+	FH_CHECK(fh_check_pattern(slot(p->c.rbuf, i), MSG, i + 1) == 0, "message %lu corrupt",
 		 (unsigned long)i);
 }
 
@@ -164,31 +162,13 @@ static void burst(struct pair *p, int n)
 
 static void pair_open(struct fh *f, int dev, struct pair *p)
 {
-	void *s, *r;
-
 	memset(p, 0, sizeof(*p));
-	p->f = f;
-	fh_pair(f, dev, &s, &r, 20);
-	p->s = s;
-	p->r = r;
+	fh_conn_open(f, dev, NV_EAGER_SLOTS * MSG, &p->c);
+	p->s = p->c.s;
+	p->r = p->c.r;
 	FH_CHECK(p->s->eager.max >= MSG && p->r->eager.max >= MSG,
 		 "eager is off on this comm (send %u, recv %u)", p->s->eager.max, p->r->eager.max);
 	FH_CHECK(p->r->eager.cts_grant, "the sender did not ask for grants on the CTSs");
-	p->sbuf = aligned_alloc(4096, NV_EAGER_SLOTS * MSG);
-	p->rbuf = aligned_alloc(4096, NV_EAGER_SLOTS * MSG);
-	FH_CHECK(p->sbuf && p->rbuf, "out of memory");
-	p->smh = fh_reg(f, s, p->sbuf, NV_EAGER_SLOTS * MSG);
-	p->rmh = fh_reg(f, r, p->rbuf, NV_EAGER_SLOTS * MSG);
-}
-
-static void pair_close(struct pair *p)
-{
-	FH_OK(p->f->net->deregMr(p->s, p->smh));
-	FH_OK(p->f->net->deregMr(p->r, p->rmh));
-	FH_OK(p->f->net->closeSend(p->s));
-	FH_OK(p->f->net->closeRecv(p->r));
-	free(p->sbuf);
-	free(p->rbuf);
 }
 
 static void run_dev(struct fh *f, int dev, const char *name)
@@ -204,7 +184,7 @@ static void run_dev(struct fh *f, int dev, const char *name)
 	burst(&p, AFTER_CTS);
 	fh_log("%s posted-ahead: 400 messages, 0 credit words; a burst of %d went eager", name,
 	       AFTER_CTS);
-	pair_close(&p);
+	fh_conn_close(&p.c);
 
 	pair_open(f, dev, &p);
 	g0 = p.r->eager.ngrant;
@@ -220,7 +200,7 @@ static void run_dev(struct fh *f, int dev, const char *name)
 		burst(&p, AFTER_WORDS);
 	}
 	fh_log("%s alternating: 5 rounds, no send waited", name);
-	pair_close(&p);
+	fh_conn_close(&p.c);
 }
 
 static void first_release(struct fh *f, int dev, const char *name)
@@ -237,7 +217,7 @@ static void first_release(struct fh *f, int dev, const char *name)
 	phase_send_first(&p, 100);
 	fh_log("%s first-release: 400 messages, %u credit words; a burst of %d went eager", name,
 	       words, AFTER_WORDS);
-	pair_close(&p);
+	fh_conn_close(&p.c);
 }
 
 static void hostile_grant(struct fh *f, int dev, const char *name)
@@ -255,21 +235,20 @@ static void hostile_grant(struct fh *f, int dev, const char *name)
 	fh_warn_reset();
 	p.s->eager.grant = p.s->head; /* spent: the next isend reads the CTS's grant */
 	e->eager.grant = 1000;
-	FH_CHECK(p.f->net->isend(p.s, p.sbuf, MSG, 7, p.smh, NULL, &req) != ncclSuccess,
+	FH_CHECK(p.c.f->net->isend(p.s, p.c.sbuf, MSG, 7, p.c.smh, NULL, &req) != ncclSuccess,
 		 "%s hostile-grant: isend accepted a grant of 1000 past message %lu", name,
 		 (unsigned long)p.s->eager.cts_seq);
 	w = fh_warn_find(0, "connection", "grants eager messages up to", "protocol violation",
 			 NULL);
 	FH_CHECK(w >= 0, "%s hostile-grant: no WARN naming the connection and the cause", name);
-	FH_CHECK(p.f->net->isend(p.s, p.sbuf, MSG, 7, p.smh, NULL, &req) != ncclSuccess,
+	FH_CHECK(p.c.f->net->isend(p.s, p.c.sbuf, MSG, 7, p.c.smh, NULL, &req) != ncclSuccess,
 		 "%s hostile-grant: the error is not sticky", name);
 	fh_log("%s hostile-grant: %s", name, fh_warn_get(w));
-	pair_close(&p);
+	fh_conn_close(&p.c);
 }
 
 int main(void)
 {
-	static const char *const devs[] = { "simib0", "simroce0" };
 	struct fh f;
 	int d, rc;
 
@@ -277,13 +256,12 @@ int main(void)
 	rc = fh_open(&f);
 	if (rc)
 		return rc;
-	for (d = 0; d < 2; d++) {
-		int dev = fh_dev_by_name(&f, devs[d]);
+	for (d = 0; d < FH_SIM_NDEVS; d++) {
+		int dev = fh_sim_dev(&f, d);
 
-		FH_CHECK(dev >= 0, "no device %s", devs[d]);
-		run_dev(&f, dev, devs[d]);
-		first_release(&f, dev, devs[d]);
-		hostile_grant(&f, dev, devs[d]);
+		run_dev(&f, dev, fh_sim_devs[d]);
+		first_release(&f, dev, fh_sim_devs[d]);
+		hostile_grant(&f, dev, fh_sim_devs[d]);
 	}
 	fh_close(&f);
 	fh_log("PASS");

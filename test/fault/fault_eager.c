@@ -405,7 +405,6 @@ static void run_case(struct fh *f, int dev, const char *devname, const struct ec
 
 static int run_cases(int eager, const char *only)
 {
-	static const char *const devs[] = { "simib0", "simroce0" };
 	struct fh f;
 	size_t k, d;
 	int rc;
@@ -414,13 +413,12 @@ static int run_cases(int eager, const char *only)
 	rc = fh_open_simverbs(&f);
 	if (rc)
 		return rc;
-	for (d = 0; d < 2; d++) {
-		int dev = fh_dev_by_name(&f, devs[d]);
+	for (d = 0; d < FH_SIM_NDEVS; d++) {
+		int dev = fh_sim_dev(&f, d);
 
-		FH_CHECK(dev >= 0, "no device %s", devs[d]);
 		for (k = 0; k < sizeof(ecases) / sizeof(ecases[0]); k++)
 			if (ecases[k].eager == eager && (!only || !strcmp(only, ecases[k].name)))
-				run_case(&f, dev, devs[d], &ecases[k]);
+				run_case(&f, dev, fh_sim_devs[d], &ecases[k]);
 	}
 	fh_close(&f);
 	return 0;

@@ -339,7 +339,6 @@ static void run_case(struct fh *f, int dev, const char *devname, const struct qc
 
 int main(int argc, char **argv)
 {
-	static const char *const devs[] = { "simib0", "simroce0" };
 	const char *only = argc > 1 ? argv[1] : getenv("FAULT_QP_CASE");
 	/*
 	 * fault_qp runs the cases without a known bug; a copy named fault_qp_xfail
@@ -354,13 +353,12 @@ int main(int argc, char **argv)
 	rc = fh_open_simverbs(&f);
 	if (rc)
 		return rc;
-	for (d = 0; d < 2; d++) {
-		int dev = fh_dev_by_name(&f, devs[d]);
+	for (d = 0; d < FH_SIM_NDEVS; d++) {
+		int dev = fh_sim_dev(&f, d);
 
-		FH_CHECK(dev >= 0, "no device %s", devs[d]);
 		for (k = 0; k < sizeof(qcases) / sizeof(qcases[0]); k++)
 			if ((!only || !strcmp(only, qcases[k].name)) && !qcases[k].bug == !xfail)
-				run_case(&f, dev, devs[d], &qcases[k]);
+				run_case(&f, dev, fh_sim_devs[d], &qcases[k]);
 	}
 	fh_close(&f);
 	fh_log("PASS");

@@ -220,6 +220,16 @@ int fh_dev_by_name(struct fh *f, const char *prefix)
 	return -1;
 }
 
+const char *const fh_sim_devs[FH_SIM_NDEVS] = { "simib0", "simroce0" };
+
+int fh_sim_dev(struct fh *f, int i)
+{
+	int dev = fh_dev_by_name(f, fh_sim_devs[i]);
+
+	FH_CHECK(dev >= 0, "no device %s", fh_sim_devs[i]);
+	return dev;
+}
+
 /* ---- connections --------------------------------------------------------------- */
 
 void fh_pair(struct fh *f, int dev, void **send, void **recv, double timeout_s)
