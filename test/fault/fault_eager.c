@@ -336,34 +336,6 @@ static void check_sticky(struct fh_conn *c, int side, const char *why)
 	FH_CHECK(fh_warn_find(w0, why, NULL) >= 0, "the later calls did not repeat '%s'", why);
 }
 
-/* Once the failed side is closed, the other side's next wait fails. */
-static void check_other_side(struct fh_conn *c, int failed_side)
-{
-	double end = fh_now() + BOUND;
-	void *req = NULL;
-	int done = 0;
-	ncclResult_t r = ncclSuccess;
-
-	if (failed_side == 0) {
-		FH_OK(c->f->net->deregMr(c->s, c->smh));
-		FH_OK(c->f->net->closeSend(c->s));
-		c->s = NULL;
-	} else {
-		FH_OK(c->f->net->deregMr(c->r, c->rmh));
-		FH_OK(c->f->net->closeRecv(c->r));
-		c->r = NULL;
-	}
-	while (r == ncclSuccess && fh_now() < end) {
-		if (!req)
-			r = failed_side ? c->f->net->isend(c->s, c->sbuf, MSG, TAG, c->smh, NULL, &req)
-					: do_irecv(c, &req);
-		else
-			r = c->f->net->test(req, &done, NULL);
-		FH_CHECK(!done, "a request completed after its peer failed and closed");
-	}
-	FH_CHECK(r != ncclSuccess, "the other side did not notice within %.0f s", BOUND);
-}
-
 static void run_case(struct fh *f, int dev, const char *devname, const struct ecase *e)
 {
 	struct fh_conn c;
@@ -399,7 +371,8 @@ static void run_case(struct fh *f, int dev, const char *devname, const struct ec
 	       side ? "receive" : "send", fh_now() - t0, w);
 	snprintf(why, sizeof(why), "%s", strstr(w, want[0]));
 	check_sticky(&c, side, why);
-	check_other_side(&c, side);
+	/* once the failed side is closed, the other side's next wait fails */
+	fh_conn_other_side_fails(&c, side, MSG, TAG, BOUND);
 	fh_conn_close(&c);
 }
 

@@ -134,37 +134,10 @@ static void check_sticky(struct fh_conn *c, int side, const char *why)
 /* After the failed side is closed, the other side's next wait fails naming the peer. */
 static void check_other_side(struct fh_conn *c, int failed_side)
 {
-	double t0 = fh_now(), end = t0 + BOUND;
-	void *req = NULL;
-	int tag = 1, done = 0, w0 = fh_warn_count();
-	size_t rsize = MSG;
-	ncclResult_t r = ncclSuccess;
+	double t0 = fh_now();
+	int w0 = fh_warn_count();
 
-	if (failed_side == 0) {
-		FH_OK(c->f->net->deregMr(c->s, c->smh));
-		FH_OK(c->f->net->closeSend(c->s));
-		c->s = NULL;
-		while (r == ncclSuccess && fh_now() < end) {
-			if (!req)
-				r = c->f->net->irecv(c->r, 1, (void **)&c->rbuf, &rsize, &tag, &c->rmh,
-						     NULL, &req);
-			else
-				r = c->f->net->test(req, &done, NULL);
-			FH_CHECK(!done, "a receive completed after its sender failed and closed");
-		}
-	} else {
-		FH_OK(c->f->net->deregMr(c->r, c->rmh));
-		FH_OK(c->f->net->closeRecv(c->r));
-		c->r = NULL;
-		while (r == ncclSuccess && fh_now() < end) {
-			if (!req)
-				r = c->f->net->isend(c->s, c->sbuf, MSG, tag, c->smh, NULL, &req);
-			else
-				r = c->f->net->test(req, &done, NULL);
-			FH_CHECK(!done, "a send completed after its receiver failed and closed");
-		}
-	}
-	FH_CHECK(r != ncclSuccess, "the other side did not notice within %.0f s", BOUND);
+	fh_conn_other_side_fails(c, failed_side, MSG, 1, BOUND);
 	FH_CHECK(fh_warn_find(w0, "peer", NULL) >= 0 || fh_warn_find(w0, "remote", NULL) >= 0,
 		 "the other side's error does not name the peer");
 	fh_log("  other side failed after %.2f s: %s", fh_now() - t0, fh_warn_get(w0));

@@ -322,6 +322,37 @@ void fh_conn_close(struct fh_conn *c)
 	memset(c, 0, sizeof(*c));
 }
 
+void fh_conn_other_side_fails(struct fh_conn *c, int failed_side, size_t len, int tag,
+			      double bound)
+{
+	double end = fh_now() + bound;
+	void *req = NULL;
+	int done = 0;
+	ncclResult_t r = ncclSuccess;
+
+	if (failed_side == 0) {
+		FH_OK(c->f->net->deregMr(c->s, c->smh));
+		FH_OK(c->f->net->closeSend(c->s));
+		c->s = NULL;
+	} else {
+		FH_OK(c->f->net->deregMr(c->r, c->rmh));
+		FH_OK(c->f->net->closeRecv(c->r));
+		c->r = NULL;
+	}
+	while (r == ncclSuccess && fh_now() < end) {
+		if (req)
+			r = c->f->net->test(req, &done, NULL);
+		else if (failed_side == 0)
+			r = c->f->net->irecv(c->r, 1, (void **)&c->rbuf, &len, &tag, &c->rmh, NULL,
+					     &req);
+		else
+			r = c->f->net->isend(c->s, c->sbuf, len, tag, c->smh, NULL, &req);
+		FH_CHECK(!done, "a %s completed after its peer failed and closed",
+			 failed_side == 0 ? "receive" : "send");
+	}
+	FH_CHECK(r != ncclSuccess, "the other side did not notice within %.0f s", bound);
+}
+
 int fh_wait(struct fh *f, void *req, int *sizes, ncclResult_t *res, double timeout_s)
 {
 	double end = fh_now() + timeout_s * fh_scale();

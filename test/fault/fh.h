@@ -111,6 +111,13 @@ struct fh_conn {
 };
 void fh_conn_open(struct fh *f, int dev, size_t len, struct fh_conn *c);
 void fh_conn_close(struct fh_conn *c);
+/*
+ * Closes side failed_side (0 send, 1 receive) of c, then drives the other
+ * side (receives or sends of len bytes with tag) until a call fails, within
+ * bound seconds; fails the test when a request completes or none fails.
+ */
+void fh_conn_other_side_fails(struct fh_conn *c, int failed_side, size_t len, int tag,
+			      double bound);
 /* One message: isend + irecv until both complete. Returns ncclSuccess, the first error,
  * or ncclInternalError (after FH_FAIL-free report) when the deadline passes. */
 ncclResult_t fh_xfer(struct fh *f, void *s, void *r, void *sbuf, void *smh, size_t ssize,
