@@ -97,6 +97,8 @@ long e2e_eager_max(void);
 int e2e_find_dev(struct e2e_net *n, const char *prefix);
 /* Connects and accepts from this one thread, interleaved; fails the test on error. */
 void e2e_pair(struct e2e_net *n, int dev, void **sc, void **rc, double timeout_s);
+/* The same with the receiver (listener) on rdev and the sender on sdev. */
+void e2e_pair2(struct e2e_net *n, int rdev, int sdev, void **sc, void **rc, double timeout_s);
 /* Connect (or accept) loop; returns the final result, comm NULL on timeout. */
 ncclResult_t e2e_connect_wait(struct e2e_net *n, int dev, void *handle, void **sc, double t);
 ncclResult_t e2e_accept_wait(struct e2e_net *n, void *lc, void **rc, double t);

@@ -51,27 +51,6 @@ struct sources_case {
 
 static char *sbuf, *rbuf;
 
-/* Sender on sdev, receiver on rdev, in this process. */
-static void pair2(struct e2e_net *n, int rdev, int sdev, void **sc, void **rc)
-{
-	char handle[E2E_HANDLE_SIZE];
-	void *lc = NULL;
-	double t0 = e2e_now();
-
-	*sc = *rc = NULL;
-	memset(handle, 0, sizeof(handle));
-	E2E_OK(e2e_listen(n, rdev, handle, &lc));
-	while (!*sc || !*rc) {
-		if (!*sc)
-			E2E_OK(e2e_connect(n, sdev, handle, sc));
-		if (!*rc)
-			E2E_OK(e2e_accept(n, lc, rc));
-		if (e2e_now() - t0 > T)
-			E2E_FAIL("connect/accept did not finish in %.0f s", T);
-	}
-	E2E_OK(e2e_close_listen(n, lc));
-}
-
 /* isend, testing rreq while it waits (one thread: the receiver's queued WRs progress then). */
 static void *send_polling(struct e2e_net *n, void *sc, void *mh, size_t off, size_t size, int tag,
 			  void *rreq, int *rdone, int *rs)
@@ -133,7 +112,7 @@ static int run_case(void *arg)
 		e2e_close(&n);
 		return 0;
 	}
-	pair2(&n, rdev, sdev, &sc, &rc);
+	e2e_pair2(&n, rdev, sdev, &sc, &rc, T);
 	E2E_OK(e2e_reg_mr(&n, sc, sbuf, BUF, NCCL_PTR_HOST, &smh));
 	E2E_OK(e2e_reg_mr(&n, rc, rbuf, BUF, k->cuda ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &rmh));
 	while (seq < SEQS) {

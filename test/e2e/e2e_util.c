@@ -45,7 +45,7 @@ int e2e_find_dev(struct e2e_net *n, const char *prefix)
 	return -1;
 }
 
-void e2e_pair(struct e2e_net *n, int dev, void **sc, void **rc, double timeout_s)
+void e2e_pair2(struct e2e_net *n, int rdev, int sdev, void **sc, void **rc, double timeout_s)
 {
 	char handle[E2E_HANDLE_SIZE];
 	void *lc = NULL;
@@ -53,17 +53,22 @@ void e2e_pair(struct e2e_net *n, int dev, void **sc, void **rc, double timeout_s
 
 	*sc = *rc = NULL;
 	memset(handle, 0, sizeof(handle));
-	E2E_OK(e2e_listen(n, dev, handle, &lc));
+	E2E_OK(e2e_listen(n, rdev, handle, &lc));
 	E2E_CHECK(lc != NULL);
 	while (!*sc || !*rc) {
 		if (!*sc)
-			E2E_OK(e2e_connect(n, dev, handle, sc));
+			E2E_OK(e2e_connect(n, sdev, handle, sc));
 		if (!*rc)
 			E2E_OK(e2e_accept(n, lc, rc));
 		if (e2e_now() - t0 > timeout_s)
 			E2E_FAIL("loopback connect/accept did not finish in %.0f s", timeout_s);
 	}
 	E2E_OK(e2e_close_listen(n, lc));
+}
+
+void e2e_pair(struct e2e_net *n, int dev, void **sc, void **rc, double timeout_s)
+{
+	e2e_pair2(n, dev, dev, sc, rc, timeout_s);
 }
 
 ncclResult_t e2e_connect_wait(struct e2e_net *n, int dev, void *handle, void **sc, double t)
