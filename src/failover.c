@@ -25,7 +25,11 @@
  *     a successful WRITE_WITH_IMM on the receiver means its chunk landed, a
  *     successful one on the sender means the receiver has it. Once a QP is in
  *     error on our side nothing more can land through it, so what the
- *     receiver has recorded is final.
+ *     receiver has recorded is final. A QP with nothing outstanding needs no
+ *     marker; one whose marker cannot be posted or does not come back, or
+ *     whose RECVs are not flushed, within 100 ms (rdma_rxe of Linux 6.1
+ *     completes nothing posted to a QP in error) is moved to RESET, which
+ *     empties its queues without completions: those WRs count as flushed.
  *  3. STATE exchange over the handshake socket (it stays open for liveness):
  *     each side sends its failed devices; the receiver adds, for every
  *     receive it has posted and not completed, its sequence and its CTS
@@ -121,27 +125,86 @@ static nv_status_t nv_fo_start(struct nv_comm *c)
 	return NV_OK;
 }
 
-/* 1 when every QP's queues are empty: markers posted behind all sends came back. */
+/* How long the drain waits for a QP's marker and flushed RECVs before it resets the QP. */
+#define NV_FO_FLUSH_WAIT_NS (100ull * 1000000ull)
+
+/* Posts QP i's drain marker behind everything queued on it: 1 posted, 0 queue full. */
+static int nv_fo_post_marker(struct nv_comm *c, int i)
+{
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = NV_WRID(NV_WR_PROBE, 0, i, NV_FO_MARKER);
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	return nv_ibv_post_send(c->qps[i].qp, &wr, &bad) == NV_OK;
+}
+
+/*
+ * QPs rst[i] did not drain in NV_FO_FLUSH_WAIT_NS: a marker that could not
+ * be posted (the queue is full of WRs that never complete) or did not come
+ * back, or RECVs never flushed. rdma_rxe of Linux 6.1 completes nothing
+ * posted to a QP already in error, and rxe moves a QP to error itself on a
+ * failed WR, before the data path has polled that error and stopped
+ * posting. RESET empties both queues without completions and stops the QP:
+ * completions it wrote before are polled here, the QP writes no more. A WR
+ * that got none counts as flushed: its chunk or CTS may or may not have
+ * landed, so the receive it was for stays open, the receiver's STATE lists
+ * it and the sender sends it again whole (what the receiver lists decides,
+ * as for flushed WRs: exactly once).
+ */
+static nv_status_t nv_fo_reset(struct nv_comm *c, const uint8_t *rst)
+{
+	struct ibv_qp_attr a;
+	int i;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	for (i = 0; i < c->nqps; i++)
+		if (rst[i] && nv_ibv_modify_qp(c->qps[i].qp, &a, IBV_QP_STATE) != NV_OK)
+			return nv_fo_fail(c, "moving QP 0x%x to reset failed (its queues did not "
+					  "drain)", c->qps[i].qp->qp_num);
+	if (nv_p2p_progress(c) != NV_OK)
+		return c->error;
+	for (i = 0; i < c->nqps; i++)
+		if (rst[i]) {
+			struct nv_comm_qp *q = &c->qps[i];
+
+			NV_INFO(NV_SUB_NET, "%s %s: failover: QP 0x%x reset, %d send and %d receive "
+				"WR(s) not flushed (counted as not landed)", nv_fo_kind(c), c->peer,
+				q->qp->qp_num, q->outstanding, q->recv_outstanding);
+			q->outstanding = q->unsignalled = q->recv_outstanding = 0;
+			c->fo->mark[i] = 2;
+		}
+	return NV_OK;
+}
+
+/*
+ * 1 when every QP's queues are empty: the markers posted behind its sends came
+ * back (none is needed where nothing is outstanding) and its RECVs completed;
+ * QPs that do not get there in time are reset. 0 not yet, -1 failed (sticky).
+ */
 static int nv_fo_drained(struct nv_comm *c)
 {
 	struct nv_fo *f = c->fo;
-	struct ibv_send_wr wr, *bad;
-	int i, done = 1;
+	uint8_t rst[NV_WIRE_MAX_QPS];
+	int i, done = 1, late = nv_now_ns() > f->t0 + NV_FO_FLUSH_WAIT_NS, any = 0;
 
 	for (i = 0; i < c->nqps; i++) {
 		struct nv_comm_qp *q = &c->qps[i];
 
-		if (f->mark[i] == 0) {
-			memset(&wr, 0, sizeof(wr));
-			wr.wr_id = NV_WRID(NV_WR_PROBE, 0, i, NV_FO_MARKER);
-			wr.opcode = IBV_WR_RDMA_WRITE;
-			wr.send_flags = IBV_SEND_SIGNALED;
-			if (nv_ibv_post_send(q->qp, &wr, &bad) == NV_OK)
-				f->mark[i] = 1; /* else: full; flushes free room, retried */
-		}
-		if (f->mark[i] != 2 || q->recv_outstanding > 0)
-			done = 0;
+		if (f->mark[i] == 0 && q->outstanding <= 0)
+			f->mark[i] = 2; /* nothing queued: no marker to wait for */
+		else if (f->mark[i] == 0 && nv_fo_post_marker(c, i))
+			f->mark[i] = 1; /* else full: flushes free room, retried */
+		rst[i] = (uint8_t)(late && (f->mark[i] != 2 || q->recv_outstanding > 0));
+		any |= rst[i];
 	}
+	if (any && nv_fo_reset(c, rst) != NV_OK)
+		return -1;
+	for (i = 0; i < c->nqps; i++)
+		if (f->mark[i] != 2 || c->qps[i].recv_outstanding > 0)
+			done = 0;
 	return done;
 }
 
@@ -561,7 +624,10 @@ static nv_status_t nv_fo_step(struct nv_comm *c)
 			return c->error;
 		if (nv_fo_take_state(c) < 0)
 			return c->error;
-		if (!nv_fo_drained(c))
+		r = nv_fo_drained(c);
+		if (r < 0)
+			return c->error;
+		if (r == 0)
 			return NV_FO_BUSY;
 		if (f->initiator && !f->state_in &&
 		    nv_now_ns() < f->t0 + (uint64_t)delay_ms * 1000000ull)

@@ -13,6 +13,7 @@
 #include "fo_state.h"
 #include "event.h"
 #include "ibv.h"
+#include "os.h"
 #include "param.h"
 
 /* ---- attach / release --------------------------------------------------------- */
@@ -109,7 +110,8 @@ static void nv_fo_blame(struct nv_fo *f, int dev, int definite)
 
 static int nv_fo_status_definite(enum ibv_wc_status s)
 {
-	return s == IBV_WC_WR_FLUSH_ERR || s == IBV_WC_FATAL_ERR || s == IBV_WC_GENERAL_ERR;
+	return s == IBV_WC_WR_FLUSH_ERR || s == IBV_WC_FATAL_ERR || s == IBV_WC_GENERAL_ERR ||
+	       s == IBV_WC_LOC_QP_OP_ERR; /* taken only with our port down (nv_fo_link_lost) */
 }
 
 /* Transport failures; errors of our own making (keys, lengths, opcodes) fail the comm. */
@@ -130,13 +132,35 @@ static int nv_fo_status_transport(enum ibv_wc_status s)
 	}
 }
 
+/*
+ * rdma_rxe completes a WR it cannot route (its netdev went down) with
+ * LOC_QP_OP_ERR, not RETRY_EXC_ERR: a link failure when device d's port is
+ * not ACTIVE. The kernel drops the routes a moment before it marks the port
+ * down, so an ACTIVE port is looked at again for up to 10 ms (a cold path:
+ * otherwise the comm fails); still ACTIVE, the error is ours.
+ */
+static int nv_fo_link_lost(struct nv_comm *c, int d)
+{
+	struct ibv_port_attr pa;
+
+	for (int i = 0; i < 10; i++) {
+		if (nv_ibv_query_port(c->dev[d].hca->ctx, c->dev[d].dev->port, &pa) != NV_OK)
+			return 0;
+		if (pa.state != IBV_PORT_ACTIVE)
+			return 1;
+		nv_sleep_ms(1);
+	}
+	return 0;
+}
+
 int nv_fo_wc_error(struct nv_comm *c, int d, const struct ibv_wc *wc)
 {
 	struct nv_fo *f = c->fo;
 	unsigned kind = NV_WRID_KIND(wc->wr_id), qi = NV_WRID_QP(wc->wr_id);
 	struct nv_comm_qp *q;
 
-	if (c->error != NV_OK || !nv_fo_status_transport(wc->status))
+	if (c->error != NV_OK || (!nv_fo_status_transport(wc->status) &&
+				  (wc->status != IBV_WC_LOC_QP_OP_ERR || !nv_fo_link_lost(c, d))))
 		return 0;
 	if (kind == NV_WR_FLUSH) {
 		struct nv_request *r = &c->reqs[NV_WRID_IDX(wc->wr_id) % (uint32_t)c->nreq];

@@ -22,7 +22,13 @@
  *                   side and rail at a random message; the port comes back
  *                   and the next round's comm has both rails again
  * For each: no call fails, exactly one WARN per comm, naming the port and
- * the peer. Then: both rails failing (the second after the first failover)
+ * the peer. Then, in a child process whose devices behave as rdma_rxe of
+ * Linux 6.1 (simverbs link_down=local, err_post=drop: a port going down
+ * leaves its QPs in RTS and the next WR each runs completes with
+ * LOC_QP_OP_ERR, nothing posted to a QP in error ever completes), "rxe":
+ * port-down, qp-fatal-recv, data-mid (the drain's markers and the RECVs
+ * posted after the error never come back: the round resets those QPs) and
+ * a soak of 8 rounds. Then: both rails failing (the second after the first failover)
  * fails the comm with one WARN saying no device is left; and with failover
  * off (the default) the first case gives today's error.
  * Each case takes well under a second on an idle machine.
@@ -30,6 +36,7 @@
 #include "config.h"
 
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -468,6 +475,39 @@ static void failover_off(struct fh *f, int vdev)
 	pair_close(&x);
 }
 
+/*
+ * The rdma_rxe cases, in a child process (simverbs reads its device list once
+ * per process): 0 when they passed.
+ */
+static int rxe_cases(int argc, char **argv)
+{
+	static const char *const faults[] = { "port-down", "qp-fatal-recv", "data-mid" };
+	static const char *const ports[] = { "simib0:1", "simib0:1", "simib1:1" };
+	struct fh f;
+	int vdev, st;
+	pid_t pid;
+	size_t i;
+
+	if (argc >= 2 && strcmp(argv[1], "rxe"))
+		return 0;
+	fflush(NULL);
+	pid = fork();
+	FH_CHECK(pid >= 0, "fork failed");
+	if (pid) {
+		FH_CHECK(waitpid(pid, &st, 0) == pid, "waitpid failed");
+		return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	}
+	setenv("SIMVERBS_DEVICES", "simib0:ll=ib,link_down=local,err_post=drop;"
+	       "simib1:ll=ib,link_down=local,err_post=drop", 1);
+	vdev = open_vdev(&f, "1");
+	for (i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+		one_case(&f, vdev, faults[i], ports[i], 0);
+	soak(&f, vdev, argc > 2 ? atoi(argv[2]) : 8);
+	fh_close(&f);
+	fh_log("rxe: ok");
+	exit(0);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -484,8 +524,11 @@ int main(int argc, char **argv)
 	size_t i;
 
 	fh_watchdog(300);
-	setenv("SIMVERBS_DEVICES", "simib0:ll=ib;simib1:ll=ib", 1);
 	unsetenv("NCCL_IB_HCA");
+	FH_CHECK(rxe_cases(argc, argv) == 0, "the rdma_rxe cases failed");
+	if (argc >= 2 && !strcmp(argv[1], "rxe"))
+		return 0;
+	setenv("SIMVERBS_DEVICES", "simib0:ll=ib;simib1:ll=ib", 1);
 	vdev = open_vdev(&f, "1");
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (argc < 2 || !strcmp(argv[1], cases[i].fault))

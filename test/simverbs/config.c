@@ -174,6 +174,21 @@ static int sv_apply_kv(struct sv_device *d, const char *k, const char *v)
 		*m = (uint32_t)strtoul(v, NULL, 0);
 		return 0;
 	}
+	if (!strcmp(k, "link_down")) {
+		if (strcasecmp(v, "fatal") && strcasecmp(v, "local"))
+			return EINVAL;
+		d->link_down_local = !strcasecmp(v, "local");
+		return 0;
+	}
+	if (!strcmp(k, "err_post")) {
+		if (!strcasecmp(v, "flush"))
+			d->err_post = SV_ERR_POST_FLUSH;
+		else if (!strcasecmp(v, "drop"))
+			d->err_post = SV_ERR_POST_DROP;
+		else
+			return EINVAL;
+		return 0;
+	}
 	if (!strcmp(k, "pci")) { /* BB:DD.F in hex */
 		unsigned int b, dv, fn;
 

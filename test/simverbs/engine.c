@@ -614,7 +614,8 @@ static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 			      (1u << qp->sh->port))) ||
 	    SV_UNLIKELY(atomic_load_explicit(&qp->ctx->dev->ports[qp->sh->port - 1].link,
 					     memory_order_relaxed) != IBV_PORT_ACTIVE))
-		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
+		return sv_fail(qp, qp->ctx->dev->link_down_local ? IBV_WC_LOC_QP_OP_ERR
+								 : IBV_WC_RETRY_EXC_ERR);
 	if (SV_LIKELY(!w->ah) && !sv_peer_ok(qp, now))
 		return sv_unreachable(qp, w, now);
 	if (sv_local_iovs(qp, w, qp->sq_exec, &lio))

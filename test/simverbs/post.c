@@ -106,7 +106,9 @@ int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
 			break;
 		}
 	}
-	if (st == IBV_QPS_ERR)
+	if (st == IBV_QPS_ERR && qp->ctx->dev->err_post == SV_ERR_POST_DROP)
+		; /* queued; only a reset takes them away (rxe 6.1) */
+	else if (st == IBV_QPS_ERR)
 		sv_flush_sq(qp);
 	else
 		sv_qp_progress(qp);
@@ -167,7 +169,7 @@ int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	pthread_spin_lock(&qp->rlock);
 	rc = sv_rq_post_max(rq, qp->cap.max_recv_sge, wr, bad);
 	pthread_spin_unlock(&qp->rlock);
-	if (st == IBV_QPS_ERR)
+	if (st == IBV_QPS_ERR && qp->ctx->dev->err_post != SV_ERR_POST_DROP)
 		sv_flush_rq(rq, qp->rcq->ring, ibqp->qp_num, &qp->rcq->chan_fd_w);
 	return rc;
 }

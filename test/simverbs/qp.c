@@ -642,7 +642,7 @@ void sv_qp_sync(struct sv_qp *qp)
 	}
 	if (st == IBV_QPS_RESET || st == IBV_QPS_INIT)
 		return;
-	if (port_down || atomic_load(&qp->scq->ring->overrun) ||
+	if ((port_down && !dev->link_down_local) || atomic_load(&qp->scq->ring->overrun) ||
 	    atomic_load(&qp->rcq->ring->overrun))
 		sv_qp_to_error(qp, true);
 	else if (qp->stalled)

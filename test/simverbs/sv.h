@@ -318,6 +318,12 @@ struct sv_device {
 	/* the first rtr_timeouts INIT->RTR transitions of this process on this
 	 * device fail with ETIMEDOUT (RoCE address resolution timing out) */
 	uint32_t rtr_timeouts;
+	/* link_down=local (rdma_rxe): a port going down leaves its QPs in RTS
+	 * (no QP_FATAL) and the next WR each executes fails with LOC_QP_OP_ERR
+	 * (rxe's route lookup fails) and moves the QP to error; default: the
+	 * QPs move to error (QP_FATAL), WRs executing fail with RETRY_EXC_ERR */
+	uint8_t link_down_local;
+	uint8_t err_post;		/* SV_ERR_POST_*: WRs posted to a QP in error */
 	/* PCI address bus:dev.fn (pci=BB:DD.F, e.g. SR-IOV VFs of one NIC);
 	 * pci_set 0: bus 3 + index, 00.0 */
 	uint8_t pci_set, pci_bus, pci_dev, pci_fn;
@@ -330,6 +336,13 @@ struct sv_device {
 	const struct sv_fabric *knobs_fab;	/* the fabric knobs points into */
 	uint64_t bw_busy_until[SV_MAX_PORTS];	/* process-local bw cap clock */
 	unsigned int nobjs[SV_K_NKINDS];	/* this process's objects per kind, vs lim (sv_g.lock) */
+};
+
+/* err_post=: what a WR posted to a QP in ERR gets */
+enum {
+	SV_ERR_POST_FLUSH = 0,	/* completes with WR_FLUSH_ERR (IB spec, mlx5, siw) */
+	SV_ERR_POST_DROP,	/* accepted, never completed until the QP is reset
+				 * (rdma_rxe of Linux 6.1, user QPs) */
 };
 
 /* ---------------------------------------------------- local objects */
