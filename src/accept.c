@@ -423,7 +423,7 @@ nv_status_t nv_net_accept(void *listen_comm, void **recv_comm)
 	if (rc == NV_STEP_WAIT)
 		return NV_OK;
 	if (rc == NV_STEP_FAIL) {
-		char id[160];
+		char id[256];
 
 		NV_WARN("accept on %s from %s%s failed while %s: %s", lc->addr_str,
 			lc->rc->base.peer, nv_comm_hs_ident(&lc->rc->base, "to", id, sizeof(id)),

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "comm.h"
+#include "ibv.h"
 #include "mr.h"
 #include "nv_api.h"
 
@@ -31,7 +32,7 @@ const char *nv_comm_hs_ident(const struct nv_comm *c, const char *word, char *bu
 {
 	const struct nv_comm_qp *q = c->qps && c->nqps > 0 ? &c->qps[0] : NULL;
 	const struct nv_comm_dev *d = q ? &c->dev[q->dev] : NULL;
-	char more[32] = "";
+	char more[32] = "", lg[64], rg[64];
 	int n;
 
 	buf[0] = 0;
@@ -39,12 +40,14 @@ const char *nv_comm_hs_ident(const struct nv_comm *c, const char *word, char *bu
 		return buf; /* no QP yet: the peer's address says it all */
 	if (c->nqps > 1)
 		snprintf(more, sizeof(more), " (first of %d)", c->nqps);
-	n = snprintf(buf, len, " %s %s:%u QPN 0x%x%s", word, d->hca->name, d->dev->port,
-		     q->qp->qp_num, more);
+	n = snprintf(buf, len, " %s %s:%u GID %s QPN 0x%x%s", word, d->hca->name, d->dev->port,
+		     nv_ibv_gid_str(&d->gid.gid, lg, sizeof(lg)), q->qp->qp_num, more);
 	/* rqpn is set only from validated metadata, when the QP goes to RTR */
 	if (q->rqpn && c->rmeta && n > 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n, " (peer %.32s QPN 0x%x)",
-			 c->rmeta->dev[q->rdev].name, q->rqpn);
+		snprintf(buf + n, len - (size_t)n, " (peer %.32s GID %s QPN 0x%x)",
+			 c->rmeta->dev[q->rdev].name,
+			 nv_ibv_gid_str((const union ibv_gid *)c->rmeta->dev[q->rdev].gid, rg,
+					sizeof(rg)), q->rqpn);
 	return buf;
 }
 

@@ -461,8 +461,9 @@ void nv_recv_comm_ready(struct nv_recv_comm *rc);
 /* "dev:port QPN 0x.. -> peer addr rdev QPN 0x.." for messages. */
 const char *nv_comm_ident(const struct nv_comm *c, char *buf, size_t len);
 /*
- * For handshake failures: " <word> dev:port QPN 0x.. (peer dev QPN 0x..)" once
- * our QPs exist (the peer's part once its metadata was applied), else "".
+ * For handshake failures: " <word> dev:port GID g QPN 0x.. (peer dev GID g QPN
+ * 0x..)" once our QPs exist (the peer's part once its metadata was applied),
+ * else "".
  */
 const char *nv_comm_hs_ident(const struct nv_comm *c, const char *word, char *buf, size_t len);
 /* Records the sticky error once (logs it); later calls are no-ops. */

@@ -501,7 +501,7 @@ nv_status_t nv_net_connect(struct nv_ctx *ctx, int dev, void *handle, int traffi
 	nv_stage_remove(stage.ref);
 	memset((char *)handle + NV_WIRE_HANDLE_SIZE, 0, sizeof(stage));
 	if (rc == NV_STEP_FAIL) {
-		char id[160];
+		char id[256];
 
 		NV_WARN("connect to %s%s failed while %s: %s", cs->sc->base.peer,
 			nv_comm_hs_ident(&cs->sc->base, "from", id, sizeof(id)),
