@@ -27,7 +27,7 @@ ranks='
 3.3  connect.c
 3.35 admit.c admit.h
 3.4  accept.c
-4    p2p.c p2p_send.c p2p.h eager.c failover.c failover.h fo_detect.c fo_state.h
+4    engine.c engine.h recv.c send.c eager.c eager.h failover.c failover.h fo_detect.c fo_state.h
 5    plugin.c plugin_compat.c plugin.h
 '
 rank_of() {
@@ -64,10 +64,12 @@ if ! ls "$objs"/*.o >/dev/null 2>&1 || ! command -v nm >/dev/null; then
 	[ $fail = 0 ] && exit 77
 	exit 1
 fi
-defs=$(for o in "$objs"/*.o; do
+# objects of sources that still exist (a build tree keeps those of renamed files)
+objects=$(for o in "$objs"/*.o; do [ -f "$top/src/$(basename "$o" .o).c" ] && echo "$o"; done)
+defs=$(for o in $objects; do
 	nm -g --defined-only "$o" | awk -v f="$(basename "$o" .o).c" '$3 ~ /^nv_/ { print $3, f }'
 done)
-for o in "$objs"/*.o; do
+for o in $objects; do
 	src=$(basename "$o" .o).c
 	r=$(rank_of "$src")
 	[ -n "$r" ] || continue

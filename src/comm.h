@@ -1,6 +1,6 @@
 /*
  * comm.h - listen/send/recv comms, requests and the RDMA-shared control
- * structures of the connection and data-path layer (connect.c, qp.c, p2p.c).
+ * structures of the connection and data-path layer (connect.c, qp.c, engine.c, recv.c, send.c).
  *
  * Protocol (see design.md section 4):
  *  - The receiver RDMA-writes clear-to-send (CTS) entries into the sender's
@@ -132,12 +132,6 @@ struct nv_recv_ctrl {
 	uint64_t flush_word;	/* destination of iflush's 1-byte RDMA READ */
 } __attribute__((aligned(4096)));
 #define NV_RECV_CTRL_REMOTE_LEN (offsetof(struct nv_recv_ctrl, rsvd) + sizeof(uint64_t))
-
-/* The shadow entries of sequence seq on an eager comm (two banks, above). */
-static inline struct nv_cts_entry *nv_eager_shadow(void *ctrl, uint64_t seq)
-{
-	return ((struct nv_recv_ctrl *)ctrl)->shadow[seq % NV_SHADOW_SLOTS];
-}
 
 /*
  * wr_id: kind (4 bits) | WRs covered by this signalled WR (12) | QP (16) |
@@ -279,48 +273,7 @@ struct nv_comm {
 	uint8_t sl, tc;
 };
 
-/*
- * Eager protocol (eager.c; README "How it moves data"). Only on comms of one
- * device and one QP on both sides, so every WR of a comm is in one QP's order.
- *
- * Sender: a message of at most max bytes whose clear-to-send (CTS) has not
- * arrived when isend looks, and whose sequence is below the receiver's grant,
- * is RDMA-written into ring entry seq % NV_EAGER_SLOTS as data followed by a
- * trailer (size, tag, seq + 1; last, so its arrival means the data is there).
- * That takes sequence seq exactly as its CTS would have: a CTS for seq that
- * arrives later is never read (the sender looks at head only).
- *
- * Sequences on an eager comm count messages, not receives: a clear-to-send
- * slot of m entries at sequence x stands for the m messages x .. x + m - 1,
- * and the sender's head moves by m once it posts that slot. So a receive of
- * n entries owns n sequences whatever path its messages take, and both
- * sides agree on every sequence without the sender knowing n in advance.
- *
- * Receiver: a receive of n entries at sequences x .. x + n - 1 posts one
- * CTS at its cursor c (first x) for the entries still open. When the ring
- * entry of c arrives instead (the eager message crossed the CTS), it takes
- * the first open entry with its tag (the CTS path's matching), c moves to
- * c + 1 and the open entries go out again as the CTS of c + 1 (unless that
- * one's ring entry is there too). The RECV posted for c stays in the queue
- * as a surplus one, which the next CTS uses instead of posting another.
- * Because of that, a WRITE_WITH_IMM completion is matched to a sequence by
- * order, not by wr_id: it belongs to the oldest sequence whose CTS is out
- * and whose ring entry has not arrived, after the ring entries that landed
- * before it (same QP, written earlier) were delivered; it completes every
- * entry still open on that CTS. Ring entries are freed by delivery; the
- * grant (tail + NV_EAGER_SLOTS) goes back in batches of NV_EAGER_GRANT_BATCH.
- *
- * Grants ride on the clear-to-sends when the sender announced that it reads
- * them there (region NV_SEND_CTRL_REMOTE_LEN_EAGER_CTS): each CTS carries
- * the grant of the moment it was posted (cts.h). The sender, out of credit,
- * reads the grant on the last CTS it used (or on a newer one in that FIFO
- * slot; grants only grow, so either is true). The receiver counts the grant
- * on the CTS of the last message that came through its CTS as given (the
- * sender found that CTS), and writes the credit word only when that leaves
- * the sender short, i.e. when messages went eager; a comm whose receives are
- * posted ahead writes none.
- */
-#define NV_EAGER_GRANT_BATCH (NV_EAGER_SLOTS / 2)
+/* The eager path's state of a comm; the protocol is described in eager.h. */
 _Static_assert(NV_EAGER_SLOTS == NV_FIFO_SLOTS, "the ring window is the sequence window");
 
 struct nv_eager_send {

@@ -23,7 +23,8 @@
 #include "comm.h"
 #include "ibv.h"
 #include "mr.h"
-#include "p2p.h"
+#include "eager.h"
+#include "engine.h"
 #include "prof.h"
 
 /* ---- send ---------------------------------------------------------------- */
@@ -508,7 +509,7 @@ nv_status_t nv_eager_copy_done(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 /* ---- receive: irecv --------------------------------------------------------- */
 
 /*
- * The rest of nv_eager_irecv_one (p2p.h) when the ring entry of seq has its
+ * The rest of nv_eager_irecv_one (eager.h) when the ring entry of seq has its
  * flag already: checked and delivered, or the sticky error.
  */
 nv_status_t nv_eager_irecv_arrived(struct nv_recv_comm *rc, uint64_t seq)

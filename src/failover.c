@@ -82,6 +82,7 @@
 #include <string.h>
 
 #include "fo_state.h"
+#include "engine.h"
 #include "event.h"
 #include "ibv.h"
 #include "param.h"
@@ -401,7 +402,7 @@ static nv_status_t nv_fo_receiver_repost(struct nv_comm *c)
 	if (n < 0)
 		return c->error;
 	for (i = 0; i < n; i++)
-		if (nv_p2p_recv_repost((struct nv_recv_comm *)c, open[i]) != NV_OK)
+		if (nv_recv_repost((struct nv_recv_comm *)c, open[i]) != NV_OK)
 			return c->error;
 	return NV_OK;
 }
@@ -560,10 +561,10 @@ static nv_status_t nv_fo_resend(struct nv_comm *c)
 	while (f->iresend < f->nresend) {
 		uint64_t seq = f->resend[f->iresend];
 
-		if (!nv_p2p_send_room(s, seq) &&
-		    (nv_p2p_progress(c) != NV_OK || !nv_p2p_send_room(s, seq)))
+		if (!nv_send_repost_room(s, seq) &&
+		    (nv_comm_progress(c) != NV_OK || !nv_send_repost_room(s, seq)))
 			return c->error != NV_OK ? c->error : NV_FO_BUSY;
-		if (nv_p2p_send_repost(s, seq) != NV_OK)
+		if (nv_send_repost(s, seq) != NV_OK)
 			return c->error;
 		f->iresend++;
 		f->nresent++;
@@ -620,7 +621,7 @@ static nv_status_t nv_fo_step(struct nv_comm *c)
 
 	switch (f->state) {
 	case NV_FO_DRAIN:
-		if (nv_p2p_progress(c) != NV_OK)
+		if (nv_comm_progress(c) != NV_OK)
 			return c->error;
 		if (nv_fo_take_state(c) < 0)
 			return c->error;

@@ -3,7 +3,8 @@
  * failover.c). The protocol is described at the top of failover.c and in the
  * README ("How it moves data").
  *
- * Contract with the data path (p2p.c):
+ * Contract with the data path (the completion engine, engine.c; its hooks
+ * are listed in engine.h):
  *  - c->fo is NULL unless the knob is on and the comm has QPs on more than
  *    one device pair; every hook below is behind a c->fo test placed on a
  *    path that is already cold (an error completion, the slow half of the
@@ -25,9 +26,6 @@
 #include "comm.h"
 #include "fo_msg.h"
 
-/* Internal only: p2p.c turns it into NV_OK with no request / not done. */
-#define NV_FO_BUSY ((nv_status_t)1)
-
 /* plugin.c: after connect/accept returned comm (may leave failover off: INFO). */
 void nv_fo_attach(void *comm);
 /* plugin.c: before closeSend/closeRecv; gives the comm its own QP array back. */
@@ -36,20 +34,11 @@ void nv_fo_release(void *comm);
 /* Rounds completed and messages sent again over the comm's life (tests; 0 when off). */
 void nv_fo_stats(const struct nv_comm *c, unsigned *rounds, unsigned *resent);
 
-/* p2p.c hooks (see the contract above). */
+/* The engine's hooks (see the contract above). */
 nv_status_t nv_fo_check(struct nv_comm *c);
 /* An error completion on device dev: 1 taken by failover (counts retired), 0 not. */
 int nv_fo_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc);
 /* Liveness check while waiting: 1 when the peer started a round (socket readable). */
 int nv_fo_peer_spoke(struct nv_comm *c);
-
-/* p2p.c, for failover.c: the data path's own steps, called outside the fast path. */
-nv_status_t nv_p2p_progress(struct nv_comm *c);
-/* Posts slot seq again on the current QP layout (its requests and FIFO entries). */
-nv_status_t nv_p2p_send_repost(struct nv_send_comm *s, uint64_t seq);
-/* 1 when every QP slot seq uses has room for its chain. */
-int nv_p2p_send_room(struct nv_send_comm *s, uint64_t seq);
-/* Posts the RECVs of receive request req again on the current QP layout. */
-nv_status_t nv_p2p_recv_repost(struct nv_recv_comm *rc, struct nv_request *req);
 
 #endif /* NV_FAILOVER_H */

@@ -1,6 +1,6 @@
 /*
  * nv_api.h - the contract between the vtable (plugin.c) and the
- * connection/data-path layer (connect.c, p2p.c).
+ * connection/data-path layer (connect.c, recv.c, send.c, engine.c).
  *
  * plugin.c owns the ncclNet_vN tables, the version adapters and the mapping
  * of nv_status_t to ncclResult_t. Everything below is implemented by the

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "eager.h"
 #include "fh.h"
 
 #define BOUND (20.0 * fh_scale())

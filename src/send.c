@@ -1,6 +1,6 @@
 /*
- * p2p_send.c - the data path's send side: isend, the send chains and the
- * slot claim (protocol in comm.h). The rules of p2p.c hold here too: no
+ * send.c - the data path's send side: isend, the send chains and the
+ * slot claim (protocol in comm.h). The rules of engine.c hold here too: no
  * allocation, lock or system call per operation; every post first checks
  * the QP's outstanding-WR count and every chain ends with a signalled WR.
  */
@@ -12,11 +12,11 @@
 #include <string.h>
 
 #include "comm.h"
-#include "failover.h"
 #include "ibv.h"
 #include "mr.h"
 #include "nv_api.h"
-#include "p2p.h"
+#include "eager.h"
+#include "engine.h"
 #include "prof.h"
 
 #define NV_UNMATCHED 0xffff
@@ -384,12 +384,12 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 
 /* ---- for failover.c: the same steps, outside the fast path ------------------ */
 
-nv_status_t nv_p2p_send_repost(struct nv_send_comm *s, uint64_t seq)
+nv_status_t nv_send_repost(struct nv_send_comm *s, uint64_t seq)
 {
 	return nv_send_post(s, &s->slots[seq % NV_FIFO_SLOTS]);
 }
 
-int nv_p2p_send_room(struct nv_send_comm *s, uint64_t seq)
+int nv_send_repost_room(struct nv_send_comm *s, uint64_t seq)
 {
 	const struct nv_cts_entry *e = ((struct nv_send_ctrl *)s->base.ctrl)->fifo[seq % NV_FIFO_SLOTS];
 

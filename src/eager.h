@@ -1,119 +1,69 @@
 /*
- * p2p.h - what the data-path files (p2p.c, p2p_send.c, eager.c) share: the
- * request pool, CQ progress, the health and liveness checks, the QP of a
- * sequence and the clear-to-send post. Not for the
- * layers below.
+ * eager.h - the eager path: small messages written into the receiver's ring
+ * before their clear-to-send arrived. The protocol is below; the code is in
+ * eager.c (isend, irecv and completions of eager comms), eager_ring.c (the
+ * ring's set-up at connect and accept) and the inline fast paths here, which
+ * isend (send.c), irecv (recv.c) and the completion engine (engine.c, through
+ * the hooks listed in engine.h) call.
+ *
+ * The protocol (README "How it moves data"). Only on comms of one
+ * device and one QP on both sides, so every WR of a comm is in one QP's order.
+ *
+ * Sender: a message of at most max bytes whose clear-to-send (CTS) has not
+ * arrived when isend looks, and whose sequence is below the receiver's grant,
+ * is RDMA-written into ring entry seq % NV_EAGER_SLOTS as data followed by a
+ * trailer (size, tag, seq + 1; last, so its arrival means the data is there).
+ * That takes sequence seq exactly as its CTS would have: a CTS for seq that
+ * arrives later is never read (the sender looks at head only).
+ *
+ * Sequences on an eager comm count messages, not receives: a clear-to-send
+ * slot of m entries at sequence x stands for the m messages x .. x + m - 1,
+ * and the sender's head moves by m once it posts that slot. So a receive of
+ * n entries owns n sequences whatever path its messages take, and both
+ * sides agree on every sequence without the sender knowing n in advance.
+ *
+ * Receiver: a receive of n entries at sequences x .. x + n - 1 posts one
+ * CTS at its cursor c (first x) for the entries still open. When the ring
+ * entry of c arrives instead (the eager message crossed the CTS), it takes
+ * the first open entry with its tag (the CTS path's matching), c moves to
+ * c + 1 and the open entries go out again as the CTS of c + 1 (unless that
+ * one's ring entry is there too). The RECV posted for c stays in the queue
+ * as a surplus one, which the next CTS uses instead of posting another.
+ * Because of that, a WRITE_WITH_IMM completion is matched to a sequence by
+ * order, not by wr_id: it belongs to the oldest sequence whose CTS is out
+ * and whose ring entry has not arrived, after the ring entries that landed
+ * before it (same QP, written earlier) were delivered; it completes every
+ * entry still open on that CTS. Ring entries are freed by delivery; the
+ * grant (tail + NV_EAGER_SLOTS) goes back in batches of NV_EAGER_GRANT_BATCH.
+ *
+ * Grants ride on the clear-to-sends when the sender announced that it reads
+ * them there (region NV_SEND_CTRL_REMOTE_LEN_EAGER_CTS): each CTS carries
+ * the grant of the moment it was posted (cts.h). The sender, out of credit,
+ * reads the grant on the last CTS it used (or on a newer one in that FIFO
+ * slot; grants only grow, so either is true). The receiver counts the grant
+ * on the CTS of the last message that came through its CTS as given (the
+ * sender found that CTS), and writes the credit word only when that leaves
+ * the sender short, i.e. when messages went eager; a comm whose receives are
+ * posted ahead writes none.
  */
-#ifndef NV_P2P_H
-#define NV_P2P_H
+#ifndef NV_EAGER_H
+#define NV_EAGER_H
 
 #include <arpa/inet.h>
 
 #include "comm.h"
+#include "engine.h"
 #include "ibv.h"
 #include "prof.h"
 
-static inline struct nv_request *nv_req_get(struct nv_comm *c, int type)
-{
-	struct nv_request *r;
+#define NV_EAGER_GRANT_BATCH (NV_EAGER_SLOTS / 2)
 
-	if (c->free_head < 0)
-		return NULL;
-	r = &c->reqs[c->free_head];
-	c->free_head = r->next_free;
-	r->type = (uint8_t)type;
-	r->done = 0;
-	r->pending = 0;
-	r->nreqs = 1;
-	return r;
+/* The shadow entries of sequence seq on an eager comm (two banks: nv_recv_ctrl, comm.h). */
+static inline struct nv_cts_entry *nv_eager_shadow(void *ctrl, uint64_t seq)
+{
+	return ((struct nv_recv_ctrl *)ctrl)->shadow[seq % NV_SHADOW_SLOTS];
 }
 
-static inline void nv_req_put(struct nv_comm *c, struct nv_request *r)
-{
-	if (nv_unlikely(r->prof_nev))
-		nv_prof_stop_all(r);
-	r->type = NV_REQ_FREE;
-	r->next_free = (int16_t)c->free_head;
-	c->free_head = r->idx;
-}
-
-/* x % nqps for a comm's QP of a sequence, without a division on a one-QP comm. */
-static inline uint32_t nv_qp_of(uint64_t x, int nqps)
-{
-	return nv_likely(nqps == 1) ? 0 : (uint32_t)(x % (uint64_t)nqps);
-}
-
-/* nv_comm_check's slow path: a fatal async event or the sticky error (p2p.c). */
-nv_status_t nv_comm_check_slow(struct nv_comm *c, const char *fn);
-/* Sticky errors and fatal async events, one load when healthy; NV_OK when usable. */
-static inline nv_status_t nv_comm_check(struct nv_comm *c, const char *fn)
-{
-	if (nv_likely(atomic_load_explicit(&c->sink.fatal, memory_order_relaxed) == 0))
-		return NV_OK;
-	return nv_comm_check_slow(c, fn);
-}
-
-/* The liveness checks behind nv_comm_idle (p2p.c). */
-nv_status_t nv_comm_liveness(struct nv_comm *c, const struct nv_request *waiting);
-nv_status_t nv_comm_peer_closed(struct nv_comm *c, const struct nv_request *waiting);
-/*
- * Called when a caller is waiting without progress. A watched comm (the
- * HCA's event thread checks its socket every NV_LIVENESS_NS while this
- * keeps `waiting` set) pays a store and a load; else nv_comm_liveness.
- */
-static inline nv_status_t nv_comm_idle(struct nv_comm *c, const struct nv_request *waiting)
-{
-	if (nv_likely(atomic_load_explicit(&c->sink.watched, memory_order_relaxed))) {
-		atomic_store_explicit(&c->sink.waiting, 1, memory_order_relaxed);
-		if (nv_likely(!atomic_load_explicit(&c->sink.peer_gone, memory_order_acquire)))
-			return NV_OK;
-		return nv_comm_peer_closed(c, waiting);
-	}
-	return nv_comm_liveness(c, waiting);
-}
-
-/* Polls every CQ of the comm in batches until they are empty; NV_OK or the sticky error. */
-nv_status_t nv_comm_progress(struct nv_comm *c);
-/* A call that found nothing to do and returns no request: the comm's peer-liveness check. */
-nv_status_t nv_comm_idle_call(struct nv_comm *c);
-
-/*
- * Posts the clear-to-send of n entries of slot, from their shadow copy src
- * (which the NIC reads until the write executed), on CTS QP qi (q =
- * &c->qps[qi]). Inlined into both irecv paths, so the one-buffer path's n = 1
- * and its QP, already computed, fold in.
- */
-static inline __attribute__((always_inline)) nv_status_t
-nv_recv_post_cts_q(struct nv_recv_comm *rc, struct nv_comm_qp *q, uint32_t qi, uint32_t slot,
-		   const struct nv_cts_entry *src, int n)
-{
-	struct nv_comm *c = &rc->base;
-	struct ibv_send_wr *wr = &rc->cts_wr, *bad;	/* constant fields preset */
-	struct ibv_sge *sge = &rc->cts_sge;
-
-	sge->addr = (uintptr_t)src;
-	sge->length = (uint32_t)(n * (int)sizeof(struct nv_cts_entry));
-	sge->lkey = c->dev[q->dev].ctrl_mr->lkey;
-	wr->wr.rdma.remote_addr = c->rctrl_addr + slot * sizeof(struct nv_cts_entry) * NV_MAX_RECVS;
-	wr->wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
-	wr->wr_id = NV_WRID(NV_WR_CTS, 0, qi, slot); /* nwr 0 unless signalled below */
-	q->outstanding++;
-	/* Signal often enough that a small send queue still drains (never all unsignalled). */
-	wr->send_flags = sge->length <= (uint32_t)q->max_inline ? IBV_SEND_INLINE : 0;
-	if (++q->unsignalled >= NV_CTS_SIGNAL_EVERY || q->unsignalled * 2 >= q->max_wr) {
-		wr->send_flags |= IBV_SEND_SIGNALED;
-		wr->wr_id = NV_WRID(NV_WR_CTS, q->unsignalled, qi, slot);
-		q->unsignalled = 0;
-	}
-	if (nv_ibv_post_send(q->qp, wr, &bad) != NV_OK) {
-		nv_comm_fail(c, NV_ERR_SYSTEM, "posting a clear-to-send on QP 0x%x to %s failed",
-			     q->qp->qp_num, c->peer);
-		return c->error;
-	}
-	return NV_OK;
-}
-
-/* ---- eager protocol (eager.c; comm.h has the protocol) ---------------------- */
 /* isend of at most s->eager.max bytes whose clear-to-send has not arrived. */
 nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int tag,
 			   void *mhandle, void *phandle, void **request);
@@ -245,8 +195,6 @@ static inline nv_status_t nv_eager_advance(struct nv_recv_comm *rc)
 	return nv_eager_grant(rc);
 }
 
-/* A receive completion reporting n bytes for a size-byte receive: the sticky error. */
-__attribute__((cold)) nv_status_t nv_recv_too_big(struct nv_comm *c, uint32_t n, uint32_t size);
 /* The entries still open on cursor seq's CTS got their data (sizes from imm or the records). */
 nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint32_t imm);
 /* A WRITE_WITH_IMM completion that is not the common case below (RECV already counted). */
@@ -307,4 +255,4 @@ static inline nv_status_t nv_eager_test_poll(struct nv_recv_comm *rc, const stru
 	return NV_OK;
 }
 
-#endif /* NV_P2P_H */
+#endif /* NV_EAGER_H */
