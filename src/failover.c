@@ -165,7 +165,7 @@ static nv_status_t nv_fo_reset(struct nv_comm *c, const uint8_t *rst)
 		if (rst[i] && nv_ibv_modify_qp(c->qps[i].qp, &a, IBV_QP_STATE) != NV_OK)
 			return nv_fo_fail(c, "moving QP 0x%x to reset failed (its queues did not "
 					  "drain)", c->qps[i].qp->qp_num);
-	if (nv_p2p_progress(c) != NV_OK)
+	if (nv_comm_progress(c) != NV_OK)
 		return c->error;
 	for (i = 0; i < c->nqps; i++)
 		if (rst[i]) {
