@@ -75,6 +75,8 @@ void nv_eager_send_setup(struct nv_send_comm *sc)
 	if (rm->version < 4 || !nv_eager_send_offer(&sc->base))
 		return;
 	sc->eager.max = mine < rm->eager.max ? mine : rm->eager.max;
+	NV_INFO(NV_SUB_NET, "send comm to %s: eager messages up to %u bytes (ours %u, the "
+		"receiver's %u)", sc->base.peer, sc->eager.max, mine, rm->eager.max);
 	sc->eager.entry = rm->eager.entry;
 	sc->eager.ring_addr = rm->eager.ring_addr;
 	sc->eager.rkey = rm->eager.ring_rkey;

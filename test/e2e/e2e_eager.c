@@ -16,6 +16,8 @@
  *    receive is reused, more crossings than the receive queue holds;
  *  - eager off on one side only (as with a peer of wire version 3): the
  *    handshake falls back to clear-to-send for every message;
+ *  - limits that differ between the sides (4096/1024, 1024/4096, 4096/1):
+ *    the smaller one holds, a message past it waits for its clear-to-send;
  *  - a sender killed with eager messages sent: the ones that arrived are
  *    delivered, the next receive fails within a bound, naming the peer.
  */
@@ -409,57 +411,127 @@ static int eager_off(void *arg)
 	return 0;
 }
 
-/* ---- one side with eager off (as a version-3 peer): plain clear-to-send -------- */
+/* ---- limits that differ between the two sides: the smaller one holds ---------- */
 
+/*
+ * The sender and the receiver each set their own NCCL_VERBS_EAGER_MAX ("0":
+ * eager off on that side, as with a peer of wire version 3). The comm must
+ * use the smaller limit m: before any receive is posted, a message of m
+ * bytes goes eager (m > 0) and one of m + 1 (2 KiB when m < 2 KiB) waits for
+ * its clear-to-send; every message arrives whole. A sender that went eager
+ * past the receiver's limit would write beyond the receiver's ring entry:
+ * the receiver's trailer check fails the comm, and so this test.
+ */
 struct mixed_ctx {
-	int handle_pipe[2], sent_pipe[2], off_side; /* 0: sender has it off, 1: receiver */
+	int handle_pipe[2], sent_pipe[2];
+	const char *max[2]; /* NCCL_VERBS_EAGER_MAX of the sender, of the receiver */
+	size_t m;	    /* the smaller: what the comm must use */
 };
+
+#define MIXED_N 24
+
+/* Message i's size in the stream after the early sends (limits around m). */
+static size_t mixed_size(const struct mixed_ctx *k, int i)
+{
+	static const size_t fixed[] = { 0, 1, 1023, 1024, 1025, 2048, 4095, 4096, 4097, 8000 };
+
+	if (i < 3)
+		return k->m ? k->m - 1 + (size_t)i : (size_t)i * 700; /* m - 1, m, m + 1 */
+	if (i < 3 + (int)(sizeof(fixed) / sizeof(fixed[0])))
+		return fixed[i - 3];
+	return (size_t)(i * 533);
+}
+
+static const char *mixed_name(const struct mixed_ctx *k, char *b, size_t len)
+{
+	snprintf(b, len, "sender %s, receiver %s", k->max[0] ? k->max[0] : "default",
+		 k->max[1] ? k->max[1] : "default");
+	return b;
+}
+
+/* Up to 100 isend tries of one message, 1 ms apart: its request or NULL. */
+static void *mixed_try(struct e2e_net *n, void *sc, void *mh, size_t off, size_t size)
+{
+	void *req = NULL;
+	int i;
+
+	for (i = 0; i < 100 && !req; i++, usleep(1000))
+		E2E_OK(e2e_isend(n, sc, sbuf + off, size, 1, mh, &req));
+	return req;
+}
 
 static int mixed_send(void *arg)
 {
 	struct mixed_ctx *k = arg;
-	char handle[E2E_HANDLE_SIZE], one = 1;
+	char handle[E2E_HANDLE_SIZE], name[96], one = 1;
 	struct e2e_net n;
-	void *sc, *mh, *req = NULL;
-	int i;
+	void *sc, *mh, *req[3] = { NULL, NULL, NULL };
+	size_t big = k->m < 2048 ? 2048 : k->m + 1, early[3] = { k->m < 8 ? k->m : 8, k->m, big };
+	int i, neager = k->m ? 2 : 0;
 
-	if (k->off_side == 0)
-		setenv("NCCL_VERBS_EAGER_MAX", "0", 1);
+	if (k->max[0])
+		setenv("NCCL_VERBS_EAGER_MAX", k->max[0], 1);
 	if (e2e_open(&n, 12))
 		E2E_FAIL("open");
 	e2e_pipe_read(k->handle_pipe[0], handle, sizeof(handle), T);
 	E2E_OK(e2e_connect_wait(&n, 0, handle, &sc, T));
 	E2E_OK(e2e_reg_mr(&n, sc, sbuf, BUF, NCCL_PTR_HOST, &mh));
-	e2e_fill(sbuf, 8, 900);
-	/* the receiver posts nothing yet: without eager this send must wait */
-	for (i = 0; i < 100 && !req; i++, usleep(1000))
-		E2E_OK(e2e_isend(&n, sc, sbuf, 8, 1, mh, &req));
-	if (req)
-		E2E_FAIL("eager off on the %s: a send went before its receive",
-			 k->off_side ? "receiver" : "sender");
+	mixed_name(k, name, sizeof(name));
+	/* the receiver posts nothing yet: what goes now went eager */
+	for (i = 0; i < 3; i++)
+		e2e_fill(sbuf + 16384 * (size_t)i, early[i], 800 + (uint32_t)i);
+	for (i = 0; i < neager; i++)
+		if (!(req[i] = mixed_try(&n, sc, mh, 16384 * (size_t)i, early[i])))
+			E2E_FAIL("%s: a %zu-byte send within the limit %zu did not go before its "
+				 "receive", name, early[i], k->m);
+	if (mixed_try(&n, sc, mh, 16384 * (size_t)neager, early[neager]))
+		E2E_FAIL("%s: a %zu-byte send went before its receive (limit %zu)", name,
+			 early[neager], k->m);
 	e2e_pipe_write(k->sent_pipe[1], &one, 1);
-	for (i = 0; i < 20; i++) {
-		e2e_fill(sbuf + 16384 * i, (size_t)(i * 700), 900 + (uint32_t)i);
-		E2E_OK(e2e_wait(&n, e2e_isend_wait(&n, sc, sbuf + 16384 * i, (size_t)(i * 700), 1, mh,
-						   T), NULL, T));
+	req[neager] = e2e_isend_wait(&n, sc, sbuf + 16384 * (size_t)neager, early[neager], 1, mh, T);
+	for (i = 0; i <= neager; i++)
+		E2E_OK(e2e_wait(&n, req[i], NULL, T));
+	for (i = 0; i < MIXED_N; i++) {
+		size_t off = 16384 * (size_t)(i % 64), sz = mixed_size(k, i);
+
+		e2e_fill(sbuf + off, sz, 900 + (uint32_t)i);
+		E2E_OK(e2e_wait(&n, e2e_isend_wait(&n, sc, sbuf + off, sz, 1, mh, T), NULL, T));
 	}
 	E2E_OK(e2e_dereg_mr(&n, sc, mh));
 	E2E_OK(e2e_close_send(&n, sc));
+	if (e2e_warn_count())
+		E2E_FAIL("%s: sender warnings:\n%s", name, e2e_warn_text());
 	e2e_close(&n);
 	return 0;
+}
+
+static void mixed_recv_one(struct e2e_net *n, void *rc, void *mh, const char *name, int i,
+			   size_t sent, uint32_t id)
+{
+	void *data = rbuf + 16384 * (size_t)(i % 64);
+	size_t size = 16384;
+	int tag = 1, rs[8] = { -1 };
+
+	memset(data, 0xee, 16384);
+	E2E_OK(e2e_wait(n, e2e_irecv_wait(n, rc, 1, &data, &size, &tag, &mh, T), rs, T));
+	if ((size_t)rs[0] != sent || e2e_verify(data, sent, id) >= 0)
+		E2E_FAIL("%s: message %u (%zu bytes) arrived wrong: %d bytes, first bad byte %ld",
+			 name, id, sent, rs[0], e2e_verify(data, sent, id));
+	if ((unsigned char)((char *)data)[sent] != 0xee)
+		E2E_FAIL("%s: message %u written past its %zu bytes", name, id, sent);
 }
 
 static int mixed_recv(void *arg)
 {
 	struct mixed_ctx *k = arg;
-	char handle[E2E_HANDLE_SIZE], one;
+	char handle[E2E_HANDLE_SIZE], name[96], one;
 	struct e2e_net n;
-	void *lc, *rc, *mh, *data;
-	size_t size = 16384;
-	int tag = 1, i, rs[8];
+	void *lc, *rc, *mh;
+	size_t big = k->m < 2048 ? 2048 : k->m + 1, early[3] = { k->m < 8 ? k->m : 8, k->m, big };
+	int i, neager = k->m ? 2 : 0;
 
-	if (k->off_side == 1)
-		setenv("NCCL_VERBS_EAGER_MAX", "0", 1);
+	if (k->max[1])
+		setenv("NCCL_VERBS_EAGER_MAX", k->max[1], 1);
 	if (e2e_open(&n, 12))
 		E2E_FAIL("open");
 	E2E_OK(e2e_listen(&n, 0, handle, &lc));
@@ -467,30 +539,35 @@ static int mixed_recv(void *arg)
 	E2E_OK(e2e_accept_wait(&n, lc, &rc, T));
 	E2E_OK(e2e_close_listen(&n, lc));
 	E2E_OK(e2e_reg_mr(&n, rc, rbuf, BUF, NCCL_PTR_HOST, &mh));
+	mixed_name(k, name, sizeof(name));
 	e2e_pipe_read(k->sent_pipe[0], &one, 1, T);
-	for (i = 0; i < 20; i++) {
-		data = rbuf + 16384 * i;
-		E2E_OK(e2e_wait(&n, e2e_irecv_wait(&n, rc, 1, &data, &size, &tag, &mh, T), rs, T));
-		if (rs[0] != i * 700 || e2e_verify(data, (size_t)rs[0], 900 + (uint32_t)i) >= 0)
-			E2E_FAIL("eager off on one side: message %d wrong (%d bytes)", i, rs[0]);
-	}
+	for (i = 0; i <= neager; i++)
+		mixed_recv_one(&n, rc, mh, name, i, early[i], 800 + (uint32_t)i);
+	for (i = 0; i < MIXED_N; i++)
+		mixed_recv_one(&n, rc, mh, name, i, mixed_size(k, i), 900 + (uint32_t)i);
 	E2E_OK(e2e_dereg_mr(&n, rc, mh));
 	E2E_OK(e2e_close_recv(&n, rc));
+	if (e2e_warn_count())
+		E2E_FAIL("%s: receiver warnings:\n%s", name, e2e_warn_text());
 	e2e_close(&n);
 	return 0;
 }
 
-static void mixed(int off_side)
+/* smax, rmax: the two sides' NCCL_VERBS_EAGER_MAX (NULL: the default); m: the smaller. */
+static void mixed(const char *smax, const char *rmax, size_t m)
 {
-	struct mixed_ctx k = { .off_side = off_side };
+	struct mixed_ctx k = { .max = { smax, rmax }, .m = m };
+	char name[96];
 	pid_t rp, sp;
 
+	mixed_name(&k, name, sizeof(name));
 	if (pipe(k.handle_pipe) || pipe(k.sent_pipe))
 		E2E_FAIL("pipe");
 	rp = e2e_spawn(NULL, mixed_recv, &k);
 	sp = e2e_spawn(NULL, mixed_send, &k);
 	if (e2e_reap(sp, 60) || e2e_reap(rp, 60))
-		E2E_FAIL("eager off on the %s only failed", off_side ? "receiver" : "sender");
+		E2E_FAIL("eager limits %s: failed", name);
+	e2e_note("eager limits %s: limit %zu, every message intact", name, m);
 }
 
 /* ---- a sender killed with eager messages sent ---------------------------------- */
@@ -607,8 +684,11 @@ int main(void)
 		E2E_FAIL("the CUDA-typed receive case failed");
 	if (e2e_reap(e2e_spawn(NULL, crossing, NULL), 60))
 		E2E_FAIL("the crossing case failed");
-	mixed(0);
-	mixed(1);
+	mixed("0", NULL, 0); /* eager off on one side only */
+	mixed(NULL, "0", 0);
+	mixed("4096", "1024", 1024);
+	mixed("1024", "4096", 1024);
+	mixed("4096", "1", 1);
 	if (e2e_reap(e2e_spawn(NULL, killed_sender, NULL), 60))
 		E2E_FAIL("the killed-sender case failed");
 	pair_open(&p, "simib0");
