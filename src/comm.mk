@@ -37,6 +37,12 @@ TESTS += test/unit/test_cts
 test_unit_test_cts_SOURCES = test/unit/test_cts.c
 test_unit_test_cts_LDADD = libnvcore.la $(IBVERBS_LIBS)
 
+# the order of reads on peer-written control data (flag first), by page traps
+check_PROGRAMS += test/unit/test_read_order
+TESTS += test/unit/test_read_order
+test_unit_test_read_order_SOURCES = test/unit/test_read_order.c
+test_unit_test_read_order_LDADD = libnvcore.la $(IBVERBS_LIBS)
+
 # ECE negotiated through the handshake (simverbs' mlx5-like ECE); modify_qp
 # retried on ETIMEDOUT (NCCL_IB_MQP_RETRY_*, simverbs' rtr_timeouts).
 check_PROGRAMS += test/unit/test_qp_knobs

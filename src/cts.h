@@ -47,6 +47,23 @@ _Static_assert(sizeof(struct nv_cts_entry) == 64, "CTS entry must be 64 bytes");
  */
 #define NV_CTS_GRANT_MAX 32	/* == NV_EAGER_SLOTS */
 
+/*
+ * The grant on a CTS slot's entry 0 and, in *flag, its ready flag (slot
+ * sequence + 1; 0: nothing has landed in this FIFO slot yet, and then the
+ * grant is not read). The flag is read first, with acquire ordering, and
+ * only then the grant, as for every field of a peer-written entry: read the
+ * other way round, an entry landing between the two reads pairs an older
+ * entry's offset with the newer sequence, a sum past any grant given.
+ * test_read_order checks the order.
+ */
+static inline uint32_t nv_cts_grant_read(const struct nv_cts_entry *e, uint64_t *flag)
+{
+	*flag = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+	if (!*flag)
+		return 0;
+	return __atomic_load_n(&e->eager.grant, __ATOMIC_RELAXED);
+}
+
 /* One arrived entry of a slot of n: 1 when it is unusable (see nv_cts_slot_check). */
 static inline int nv_cts_entry_bad(const struct nv_cts_entry *x, uint32_t n, int rdevs)
 {

@@ -56,7 +56,7 @@ static __attribute__((noinline, cold)) nv_status_t nv_eager_cts_grant_bad(struct
 
 /*
  * Out of credit: the grant on the last CTS isend found, or on a newer one
- * that has landed in its FIFO slot since (comm.h). The flag is read first:
+ * that has landed in its FIFO slot since (comm.h). The flag is read first (nv_cts_grant_read):
  * an entry being overwritten (it lands in address order, the flag last)
  * then pairs the older sequence with the newer entry's offset, a sum below
  * the newer grant, never the reverse; so the sum is at most a grant given.
@@ -65,8 +65,8 @@ static __attribute__((noinline)) nv_status_t nv_eager_cts_credit(struct nv_send_
 {
 	const struct nv_cts_entry *e =
 		((struct nv_send_ctrl *)s->base.ctrl)->fifo[s->eager.cts_seq % NV_FIFO_SLOTS];
-	uint64_t flag = __atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE), seq, grant;
-	uint32_t off = __atomic_load_n(&e[0].eager.grant, __ATOMIC_RELAXED);
+	uint64_t flag, seq, grant;
+	uint32_t off = nv_cts_grant_read(&e[0], &flag);
 
 	if (!flag || !off)
 		return NV_OK; /* nothing there yet, or a receiver that gives none */
