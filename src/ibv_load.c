@@ -7,7 +7,8 @@
  * WARN so that NCCL falls back to another transport.
  *
  * Library: as NCCL 2.30, the first of NCCL_IBVERBS_LIB (when set),
- * libibverbs.so and libibverbs.so.1 that dlopen() opens.
+ * libibverbs.so and libibverbs.so.1 that dlopen() opens; a NCCL_IBVERBS_LIB
+ * that does not open is a WARN naming it, dlerror() and the one loaded.
  * Symbols: the core verbs by their IBVERBS_1.1 versions (the ABI every
  * rdma-core since 2004 exports); the optional ones by the version that
  * introduced them, each absence logged once at INFO with what it costs.
@@ -198,6 +199,9 @@ nv_status_t nv_ibv_load(const char *env)
 		goto out_unlock;
 	}
 	nv_ibv_handle = h;
+	/* the user asked for another library: say which did not open, why, and what did */
+	if (env && *env && lib != env)
+		NV_WARN("cannot load %s - loaded %s instead", tried, lib);
 	nv_syms_report(lib);
 out_unlock:
 	pthread_mutex_unlock(&nv_load_lock);

@@ -5,7 +5,8 @@
 #    logs each missing optional verb at INFO, and moves data (e2e_loopback);
 #  - ibv_query_port_speed (IBVERBS_1.16) gives the port speed when present;
 #  - NCCL_IBVERBS_LIB, then libibverbs.so, then libibverbs.so.1, as NCCL 2.30: the
-#    first that opens (an unloadable NCCL_IBVERBS_LIB is an INFO, the next is tried);
+#    first that opens (an unloadable NCCL_IBVERBS_LIB is a WARN naming it, dlerror() and
+#    the library loaded instead; the next is tried);
 #  - with no loadable libibverbs init fails with one WARN (NCCL falls back).
 B="${NV_TOP_BUILDDIR:-.}"
 PLUGIN="${NV_TEST_PLUGIN:-$B/.libs/libnccl-net-verbs.so}"
