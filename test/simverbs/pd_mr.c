@@ -112,6 +112,63 @@ static int sv_range_accessible(uintptr_t addr, size_t len, bool write)
 	return rc;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22	/* Linux 5.14 */
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* Whether madvise(MADV_POPULATE_READ/WRITE) exists (Linux 5.14), probed once on a page of
+ * our own: afterwards EINVAL from it means a mapping that cannot be populated. */
+static int sv_populate_ok(void)
+{
+	static _Atomic int ok = -1;	/* unknown */
+	static char probe[1] __attribute__((aligned(64)));
+	long pg = sysconf(_SC_PAGESIZE);
+	int v = atomic_load(&ok);
+
+	if (v < 0) {
+		v = !madvise((void *)((uintptr_t)probe & ~((uintptr_t)pg - 1)), (size_t)pg,
+			     MADV_POPULATE_READ);
+		atomic_store(&ok, v);
+	}
+	return v;
+}
+
+/*
+ * Pinning faults the pages in: the kernel's ib_umem_get pins every page of the range at
+ * registration (get_user_pages with FOLL_WRITE when the MR may be written), so a
+ * registration pays the page faults and the first transfers into never-touched memory do
+ * not.  The same here: MADV_POPULATE_WRITE (or _READ) faults in [addr, addr + len); where
+ * the kernel lacks it, each page is touched (a locked add of 0 writes without changing a
+ * byte another thread may be writing).  A mapping that cannot be populated (VM_IO,
+ * VM_PFNMAP: EINVAL; a file page beyond EOF: EFAULT) fails as get_user_pages does, EFAULT.
+ */
+static int sv_prefault(uintptr_t addr, size_t len, bool write)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = addr & ~(pg - 1), hi = (addr + len + pg - 1) & ~(pg - 1);
+	int rc;
+
+	if (sv_populate_ok()) {
+		do
+			rc = madvise((void *)lo, hi - lo, write ? MADV_POPULATE_WRITE :
+								 MADV_POPULATE_READ);
+		while (rc && errno == EINTR);
+		if (!rc)
+			return 0;
+		SV_DBG("reg_mr: %p+%zu cannot be faulted in (madvise: %s): EFAULT", (void *)addr,
+		       len, strerror(errno));
+		return EFAULT;
+	}
+	for (uintptr_t p = lo; p < hi; p += pg) {
+		if (write)
+			__atomic_fetch_add((volatile char *)p, 0, __ATOMIC_RELAXED);
+		else
+			(void)*(volatile const char *)p;
+	}
+	return 0;
+}
+
 /* Bytes the kernel would pin for [addr, addr+len): whole pages. */
 static uint64_t sv_pin_bytes(uintptr_t addr, size_t len)
 {
@@ -134,7 +191,8 @@ static bool sv_cap_ipc_lock(void)
 }
 
 /* As ib_umem_get: a registration fails with ENOMEM once this process's
- * pinned bytes would exceed the soft RLIMIT_MEMLOCK, unless the process has
+ * pinned bytes would exceed the soft RLIMIT_MEMLOCK (EPERM when the limit is
+ * 0: can_do_mlock), unless the process has
  * CAP_IPC_LOCK (as root usually does).  SIMVERBS_MEMLOCK=0 turns the check
  * off, =1 applies it even with CAP_IPC_LOCK (tests that want the failure as
  * root).  On success the bytes are accounted; ibv_dereg_mr gives them back. */
@@ -146,7 +204,10 @@ static int sv_pin(uint64_t bytes)
 	int rc = 0;
 
 	pthread_mutex_lock(&sv_g.lock);
-	if (on && !getrlimit(RLIMIT_MEMLOCK, &rl) &&
+	if (on && bytes && !getrlimit(RLIMIT_MEMLOCK, &rl) && rl.rlim_cur == 0) {
+		SV_DBG("reg_mr: RLIMIT_MEMLOCK 0 and no CAP_IPC_LOCK: EPERM");
+		rc = EPERM;	/* can_do_mlock() */
+	} else if (on && !getrlimit(RLIMIT_MEMLOCK, &rl) &&
 	    rl.rlim_cur != RLIM_INFINITY && sv_g.pinned_bytes + bytes > rl.rlim_cur) {
 		SV_DBG("reg_mr: %llu bytes pinned + %llu > RLIMIT_MEMLOCK %llu: ENOMEM",
 		       (unsigned long long)sv_g.pinned_bytes, (unsigned long long)bytes,
@@ -203,6 +264,11 @@ static int sv_mr_slot_alloc(struct sv_mr *mr, uint64_t addr, uint64_t len, uint6
 	return rc;
 }
 
+/* Access bits the 6.1 kernel accepts (IB_ACCESS_SUPPORTED): LOCAL_WRITE .. HUGETLB and the
+ * optional range. */
+#define SV_ACCESS_SUPPORTED ((((unsigned int)IBV_ACCESS_HUGETLB << 1) - 1) | \
+			     (unsigned int)IBV_ACCESS_OPTIONAL_RANGE)
+
 static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64_t iova,
 			     unsigned int access, void *map, size_t map_len)
 {
@@ -210,6 +276,9 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
 	const struct sv_limits *lim;
 	struct sv_gpu_mem gmem;
+	/* ib_access_writable: the pages are pinned for writing */
+	bool writable = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
 	struct sv_mr *mr;
 	int rc, gpu;
 
@@ -218,9 +287,18 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 		return NULL;
 	}
 	lim = &sv_ctx(ibpd->context)->dev->lim;
-	if (!len || len > lim->max_mr_size ||
+	/*
+	 * As the kernel (6.1, rxe) answers: the iova must have the address's offset in its
+	 * page (ib_uverbs_reg_mr); ib_check_mr_access: remote write or atomic need local
+	 * write, access bits the kernel does not know are refused, and ON_DEMAND without ODP
+	 * support (rxe has none; IBV_ACCESS_OPTIONAL_RANGE bits are accepted and ignored).
+	 */
+	if ((((uintptr_t)addr ^ iova) & (pg - 1)) || !len || len > lim->max_mr_size ||
+	    (access & ~SV_ACCESS_SUPPORTED) || (access & IBV_ACCESS_ON_DEMAND) ||
 	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	     !(access & IBV_ACCESS_LOCAL_WRITE))) {
+		SV_DBG("reg_mr: %p+%zu iova 0x%llx access 0x%x: EINVAL", addr, len,
+		       (unsigned long long)iova, access);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -235,10 +313,10 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 		return NULL;
 	}
 	gpu = sv_gpu_classify((uintptr_t)addr, len, &gmem);	/* < 0: -errno */
-	rc = gpu < 0 ? -gpu : gpu ? 0 :
-	     sv_range_accessible((uintptr_t)addr, len,
-				 (access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-					    IBV_ACCESS_REMOTE_ATOMIC)) != 0);
+	rc = gpu < 0 ? -gpu : gpu ? 0 : sv_range_accessible((uintptr_t)addr, len, writable);
+	/* host memory is faulted in as pinning does; a dma-buf is not pinned */
+	if (!rc && !gpu && !map)
+		rc = sv_prefault((uintptr_t)addr, len, writable);
 	if (rc) {
 		errno = rc;
 		return NULL;
@@ -336,9 +414,13 @@ struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t leng
 		errno = -gpu;
 		return NULL;
 	}
-	if (gpu)
-		return sv_reg(pd, (void *)(uintptr_t)iova, length, iova, (unsigned int)access,
-			      NULL, 0);
+	if (gpu) {
+		mr = sv_reg(pd, (void *)(uintptr_t)iova, length, iova, (unsigned int)access,
+			    NULL, 0);
+		if (mr)
+			((struct sv_mr *)mr)->dmabuf = true;
+		return mr;
+	}
 	map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)base);
 	if (map == MAP_FAILED)
 		return NULL;
@@ -349,6 +431,8 @@ struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t leng
 
 		munmap(map, map_len);
 		errno = e;
+	} else {
+		((struct sv_mr *)mr)->dmabuf = true;
 	}
 	return mr;
 }
@@ -383,9 +467,17 @@ SV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void
 int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
 		 int access)
 {
-	(void)mr; (void)flags; (void)pd; (void)addr; (void)length; (void)access;
+	/* libibverbs' own checks of the arguments (IBV_REREG_MR_ERR_INPUT, EINVAL) ... */
+	(void)pd;
+	if (!mr || ((struct sv_mr *)mr)->dmabuf || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!length || !addr)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	/* ... then the provider's answer: rxe (rdma-core 44, Linux 6.1) has no rereg_mr */
 	errno = EOPNOTSUPP;
-	return IBV_REREG_MR_ERR_INPUT;
+	return IBV_REREG_MR_ERR_CMD;
 }
 
 struct sv_shm_mr *sv_mr_lookup(uint32_t key)

@@ -401,6 +401,7 @@ struct sv_mr {
 	size_t map_len;
 	uint64_t pinned;		/* accounted in sv_g.pinned_bytes */
 	uint32_t gpu_slot;		/* fabric GPU table slot; 0 = host memory */
+	bool dmabuf;			/* from ibv_reg_dmabuf_mr (IBV_MR_TYPE_DMABUF_MR) */
 };
 
 struct sv_chan {

@@ -408,6 +408,10 @@ static void memlock_child(void)
 	SVT_CHECK(m3);	/* dereg gave the pages back */
 	SVT_EQ(ibv_dereg_mr(m2), 0);
 	SVT_EQ(ibv_dereg_mr(m3), 0);
+	rl.rlim_cur = 0;	/* no locking at all: can_do_mlock() says EPERM */
+	SVT_EQ(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
+	errno = 0;
+	SVT_CHECK(!ibv_reg_mr(pd, buf, 1, IBV_ACCESS_LOCAL_WRITE) && errno == EPERM);
 	SVT_EQ(ibv_dealloc_pd(pd), 0);
 	SVT_EQ(ibv_close_device(c), 0);
 	free(buf);
@@ -449,6 +453,98 @@ static void check_reg_access(struct svt_ep *a)
 	printf("registration of inaccessible or wrapping memory: EFAULT / EINVAL: ok\n");
 }
 
+/* Registration answers as the kernel (6.1) and rxe do: the iova keeps the address's offset in
+ * its page, access bits the kernel does not know and ON_DEMAND (no ODP) are EINVAL, the
+ * optional range is accepted; MW_BIND pins for writing; rereg_mr is refused after
+ * libibverbs' own argument checks; every page is faulted in at registration (for writing
+ * when the MR may be written), as pinning does. */
+static void check_reg_rules(struct svt_ep *a)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t npg = 64, i, resident = 0;
+	char *m = mmap(NULL, npg * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	unsigned char vec[64];
+	struct rusage r0, r1;
+	struct ibv_mr *mr;
+	int lw = IBV_ACCESS_LOCAL_WRITE;
+
+	SVT_CHECK(m != MAP_FAILED);
+	errno = 0;	/* another offset in the page */
+	SVT_CHECK(!ibv_reg_mr_iova(a->pd, m + 8, 64, 0x10000, lw) && errno == EINVAL);
+	mr = ibv_reg_mr_iova(a->pd, m + 8, 64, 0x10008, lw);	/* same offset: fine */
+	SVT_CHECK(mr);
+	SVT_EQ(ibv_dereg_mr(mr), 0);
+	errno = 0;
+	SVT_CHECK(!ibv_reg_mr_iova2(a->pd, m, 64, 0x123, lw) && errno == EINVAL);
+	errno = 0;	/* bits the kernel does not know */
+	SVT_CHECK(!ibv_reg_mr(a->pd, m, 64, lw | (1 << 8)) && errno == EINVAL);
+	errno = 0;
+	SVT_CHECK(!ibv_reg_mr(a->pd, m, 64, lw | (1 << 19)) && errno == EINVAL);
+	errno = 0;
+	SVT_CHECK(!ibv_reg_mr(a->pd, m, 64, lw | (int)(1u << 30)) && errno == EINVAL);
+	errno = 0;	/* no on-demand paging */
+	SVT_CHECK(!ibv_reg_mr(a->pd, m, 64, lw | IBV_ACCESS_ON_DEMAND) && errno == EINVAL);
+	mr = ibv_reg_mr(a->pd, m, 64, lw | IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_HUGETLB);
+	SVT_CHECK(mr);	/* the optional range and HUGETLB are accepted */
+	/* rereg: libibverbs' argument checks, then the provider's EOPNOTSUPP */
+	errno = 0;
+	SVT_EQ(ibv_rereg_mr(mr, 8, NULL, NULL, 0, 0), IBV_REREG_MR_ERR_INPUT);
+	SVT_EQ(errno, EINVAL);
+	errno = 0;
+	SVT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, a->pd, NULL, 0, lw),
+	       IBV_REREG_MR_ERR_INPUT);
+	SVT_EQ(errno, EINVAL);
+	errno = 0;
+	SVT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, NULL, 64, 0),
+	       IBV_REREG_MR_ERR_INPUT);
+	SVT_EQ(errno, EINVAL);
+	errno = 0;
+	SVT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, lw),
+	       IBV_REREG_MR_ERR_CMD);
+	SVT_EQ(errno, EOPNOTSUPP);
+	SVT_EQ(ibv_dereg_mr(mr), 0);
+	/* MW_BIND pins for writing: a read-only page fails */
+	SVT_EQ(mprotect(m + (npg - 1) * (size_t)pg, (size_t)pg, PROT_READ), 0);
+	errno = 0;
+	SVT_CHECK(!ibv_reg_mr(a->pd, m + (npg - 1) * (size_t)pg, 64, IBV_ACCESS_MW_BIND) &&
+		  errno == EFAULT);
+	SVT_EQ(munmap(m + (npg - 1) * (size_t)pg, (size_t)pg), 0);
+	npg--;
+	/* never-touched pages are resident after a registration ... */
+	SVT_EQ(mincore(m, npg * (size_t)pg, vec), 0);
+	for (i = 1; i < npg; i++)	/* (page 0 was registered above) */
+		resident += vec[i] & 1;
+	SVT_EQ(resident, 0);
+	mr = ibv_reg_mr(a->pd, m, npg * (size_t)pg, lw);
+	SVT_CHECK(mr);
+	SVT_EQ(mincore(m, npg * (size_t)pg, vec), 0);
+	for (i = 0, resident = 0; i < npg; i++)
+		resident += vec[i] & 1;
+	SVT_EQ(resident, npg);
+	/* ... faulted in for writing: writing them now faults no page in */
+	SVT_EQ(getrusage(RUSAGE_SELF, &r0), 0);
+	for (i = 0; i < npg; i++)
+		m[i * (size_t)pg] = 1;
+	SVT_EQ(getrusage(RUSAGE_SELF, &r1), 0);
+	SVT_CHECK(r1.ru_minflt - r0.ru_minflt < (long)npg / 2);
+	SVT_EQ(ibv_dereg_mr(mr), 0);
+	SVT_EQ(munmap(m, npg * (size_t)pg), 0);
+	/* a read-only MR faults its pages in too */
+	m = mmap(NULL, npg * (size_t)pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	SVT_CHECK(m != MAP_FAILED);
+	mr = ibv_reg_mr(a->pd, m, npg * (size_t)pg, 0);
+	SVT_CHECK(mr);
+	SVT_EQ(mincore(m, npg * (size_t)pg, vec), 0);
+	for (i = 0, resident = 0; i < npg; i++)
+		resident += vec[i] & 1;
+	SVT_EQ(resident, npg);
+	SVT_EQ(ibv_dereg_mr(mr), 0);
+	SVT_EQ(munmap(m, npg * (size_t)pg), 0);
+	printf("registration: iova offset, access bits, ODP, rereg refused as rxe; pages "
+	       "faulted in: ok\n");
+}
+
 static void check_memlock(void)
 {
 	pid_t pid;
@@ -473,6 +569,7 @@ int main(void)
 	check_state_machine(&a, &b);
 	check_objects(&a);
 	check_reg_access(&a);
+	check_reg_rules(&a);
 	svt_ep_fini(&a);
 	svt_ep_fini(&b);
 	check_roce_rtr();
