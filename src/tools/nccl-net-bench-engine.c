@@ -330,6 +330,56 @@ static int nb_send_test(struct nb_engine *e, struct nb_conn *c)
 	return 0;
 }
 
+/* ---- slot warm-up ---------------------------------------------------------- */
+
+/*
+ * A unit of `bytes` goes through slot unit % depth: what the slot had not carried before
+ * is its first use. A first use can cost far more than the later ones: on simverbs each
+ * process's first copy into or out of a peer's page through the kernel takes a page-table
+ * fault under some hypervisors (10-40 ms per 4 MiB measured here, docs/bench-warmup.md),
+ * so the timed iterations must not be the first to use a slot.
+ */
+static void nb_slot_use(struct nb_conn *c, uint64_t unit, size_t bytes)
+{
+	size_t *w = &c->warm[unit % (uint64_t)c->depth];
+
+	if (bytes > *w) {
+		c->first_use += (uint64_t)(bytes - *w) * (uint64_t)c->ngroup;
+		*w = bytes;
+	}
+}
+
+/* Every run starts at slot 0 (nb_engine_reset) and repeats the same units per
+ * iteration, so a run of ceil(depth / units per iteration) iterations uses every slot
+ * with the sizes of this test and size, as a longer run would. */
+int nb_warm_iters(const struct nb_engine *e, int iters)
+{
+	int need = 0, i;
+
+	for (i = 0; i < e->nconns && iters > 0; i++) {
+		const struct nb_conn *c = &e->conns[i];
+		uint64_t per = c->total / (uint64_t)iters;
+		int k;
+
+		if (per == 0)
+			continue;
+		k = (int)(((uint64_t)c->depth + per - 1) / per);
+		if (k > need)
+			need = k;
+	}
+	return need;
+}
+
+uint64_t nb_first_use(const struct nb_engine *e)
+{
+	uint64_t n = 0;
+	int i;
+
+	for (i = 0; i < e->nconns; i++)
+		n += e->conns[i].first_use;
+	return n;
+}
+
 /* ---- kernel side ---------------------------------------------------------- */
 
 static int nb_step_ready(const struct nb_step *st)
@@ -363,14 +413,17 @@ static int nb_step_exec(struct nb_stream *s, struct nb_step *st)
 		sptr[g] = nb_slot(sc, sc->ready, g);
 	if (s->exec(s, st, rptr, sptr) != 0)
 		return -1;
-	if (rc)
+	if (rc) {
+		nb_slot_use(rc, rc->ready, st->rsize);
 		rc->ready++;
+	}
 	if (sc) {
 		struct nb_unit *u = &sc->unit[sc->ready % (uint64_t)sc->depth];
 
 		memset(u, 0, sizeof(*u));
 		for (g = 0; g < sc->ngroup; g++)
 			u->size[g] = st->ssize;
+		nb_slot_use(sc, sc->ready, st->ssize);
 		sc->ready++;
 	}
 	return 0;

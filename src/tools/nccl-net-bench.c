@@ -71,7 +71,9 @@ static void nb_usage(FILE *f)
 "  -e, --maxbytes SIZE   largest message (default 64M)\n"
 "  -f, --stepfactor F    size multiplier between steps (default 2)\n"
 "  -n, --iters N         timed iterations per size (default 20)\n"
-"  -w, --warmup N        untimed iterations per size (default 5)\n"
+"  -w, --warmup N        untimed iterations per size (default 5); with N > 0, more\n"
+"                        when needed so that every buffer slot the timed ones use\n"
+"                        has carried data before (0: none at all)\n"
 "  -R, --repeat N        timed repetitions per size, median reported (default 1)\n"
 "  -c, --check 0|1       check every received byte / reduced value (default 1)\n"
 "      --np N            start N local ranks (default 2)\n"
@@ -101,7 +103,8 @@ static void nb_usage(FILE *f)
 "      --recv-depth N    receives posted ahead per connection, 1..8 (default 8,\n"
 "                        NCCL_STEPS as NCCL's proxy; 1: the next receive is\n"
 "                        posted only when the previous one is done)\n"
-"      --stats           per rank: time in streams vs in plugin calls, idle passes\n"
+"      --stats           per rank: time in streams vs in plugin calls, idle passes,\n"
+"                        bytes of buffer slots first used in the timed iterations\n"
 "      --self            one process, no ranks: a loopback send/recv pair on -d,\n"
 "                        -w + -n rounds of irecv+isend+test of -b bytes (for\n"
 "                        scripts/cpu-cost.sh)\n"
@@ -311,6 +314,8 @@ struct nb_sample {
 	long wrong;
 	double exec, net, wall;		/* --stats: timed repetitions only */
 	uint64_t idle;
+	uint64_t first_use;		/* --stats: bytes slots carried first in the timed ones */
+	int warm;			/* iterations this rank needs to warm every slot */
 };
 
 static int nb_cmp_double(const void *a, const void *b)
@@ -365,14 +370,49 @@ static double nb_cpu_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/*
+ * The untimed iterations (-w N, N > 0): N of them, then, when they left a buffer slot
+ * unused that the timed iterations will use, one run that uses them all (every rank runs
+ * the most any rank needs), so that what is timed is the steady state: no slot is used
+ * for the first time (nb_slot_use; --stats prints the bytes that still were).
+ */
+static int nb_warmup(int t, struct nb_ctx *c, size_t size)
+{
+	const struct nb_opts *o = c->o;
+	struct nb_sample *all;
+	int need = 0, r, rc = -1;
+	long w;
+
+	if (nb_test_run(t, c, size, o->warmup, 0, &w) != 0)
+		return -1;
+	all = calloc((size_t)c->nranks, sizeof(*all));
+	if (!all) {
+		nb_err("out of memory");
+		return -1;
+	}
+	all[c->rank].warm = nb_warm_iters(c->e, o->warmup);
+	if (nb_oob_allgather(c->e->oob, &all[c->rank], all, sizeof(*all)) != 0)
+		goto out;
+	for (r = 0; r < c->nranks; r++)
+		need = all[r].warm > need ? all[r].warm : need;
+	if (need > o->iters)
+		need = o->iters;	/* the timed runs go no further */
+	rc = need > o->warmup ? nb_test_run(t, c, size, need, 0, &w) : 0;
+out:
+	free(all);
+	return rc;
+}
+
 static int nb_timed(int t, struct nb_ctx *c, size_t size, struct nb_sample *me)
 {
 	const struct nb_opts *o = c->o;
+	uint64_t first0;
 	long w;
 	int k;
 
-	if (o->warmup && nb_test_run(t, c, size, o->warmup, 0, &w) != 0)
+	if (o->warmup && nb_warmup(t, c, size) != 0)
 		return -1;
+	first0 = nb_first_use(c->e);
 	c->e->t_exec = c->e->t_net = 0;
 	c->e->idle = 0;
 	for (k = 0; k < o->repeat; k++) {
@@ -391,6 +431,7 @@ static int nb_timed(int t, struct nb_ctx *c, size_t size, struct nb_sample *me)
 	me->exec = c->e->t_exec;
 	me->net = c->e->t_net;
 	me->idle = c->e->idle;
+	me->first_use = nb_first_use(c->e) - first0;
 	if (o->check && nb_test_run(t, c, size, 1, 1, &me->wrong) != 0)
 		return -1;
 	return 0;
@@ -424,10 +465,11 @@ static int nb_measure(int t, struct nb_ctx *c, size_t size, struct nb_result *re
 		res->wrong += all[r].wrong;
 	for (r = 0; c->o->stats && c->rank == 0 && r < c->nranks; r++)
 		printf("#   stats rank %d: wall %.1f ms, in streams (copy/reduce/check) %.1f ms "
-		       "(%.0f%%), in plugin calls %.1f ms (%.0f%%), idle passes %llu\n", r,
+		       "(%.0f%%), in plugin calls %.1f ms (%.0f%%), idle passes %llu, "
+		       "first-use bytes %llu\n", r,
 		       all[r].wall * 1e3, all[r].exec * 1e3, 100 * all[r].exec / all[r].wall,
 		       all[r].net * 1e3, 100 * all[r].net / all[r].wall,
-		       (unsigned long long)all[r].idle);
+		       (unsigned long long)all[r].idle, (unsigned long long)all[r].first_use);
 	free(all);
 	return 0;
 }

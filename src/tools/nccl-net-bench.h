@@ -168,6 +168,10 @@ struct nb_conn {
 	int depth;
 	int tags[NB_MAX_GROUP];
 	uint64_t total, posted, done, ready;
+	/* Bytes of each unit slot that have carried data since the connection was made, and
+	 * the bytes carried beyond that (a slot's first use: see nb_warm_iters). */
+	size_t warm[NB_STEPS];
+	uint64_t first_use;
 	struct nb_unit unit[NB_STEPS];
 	int sizes[NB_SIZES_ARRAY];	/* recv test() sizes, zero between uses */
 };
@@ -231,6 +235,11 @@ int nb_run(struct nb_engine *e, struct nb_stream *streams, int nstreams);
 /* Counts the units a (fresh) stream will use on its connections into conn->total. */
 void nb_stream_count(struct nb_stream *s);
 void nb_engine_reset(struct nb_engine *e);
+/* After a run of iters iterations: how many iterations a run needs to carry data through
+ * every unit slot of this rank's connections (0 when it has none). */
+int nb_warm_iters(const struct nb_engine *e, int iters);
+/* Bytes carried through slots for the first time, over this rank's connections. */
+uint64_t nb_first_use(const struct nb_engine *e);
 
 /* ---- tests ---------------------------------------------------------------- */
 
