@@ -1,6 +1,6 @@
 /*
  * param.c - the one parameter table (see param.h for the contract).
- * Defaults follow NCCL 2.30's net_ib where the knob is NCCL's (anchors.md 3.1);
+ * Defaults follow NCCL 2.30's net_ib where the knob is NCCL's (docs/knobs.md lists them);
  * NCCL_VERBS_* knobs are ours.
  */
 #include "config.h"
@@ -111,18 +111,20 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 		"ms after the failover before a recovery may start"),
 	INT_ROW(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL,
 		"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL", 500, 0, 600000,
-		"NCCL's alive-message protocol: ms between batches (accepted, unused: see README)"),
+		"NCCL's alive-message protocol: ms between batches (accepted, unused: see "
+		"docs/knobs.md)"),
 	INT_ROW(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_SIZE,
 		"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_SIZE", 5, 1, 10,
-		"NCCL's alive-message protocol: messages per batch (accepted, unused: see README)"),
+		"NCCL's alive-message protocol: messages per batch (accepted, unused: see "
+		"docs/knobs.md)"),
 	INT_ROW(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_SEQUENCE_SIZE,
 		"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_SEQUENCE_SIZE", 5, 1, 1000,
 		"NCCL's alive-message protocol: in-order messages that prove the port (accepted, "
-		"unused: see README)"),
+		"unused: see docs/knobs.md)"),
 	INT_ROW(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_TIMEOUT,
 		"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_TIMEOUT", 4000, 0, 600000,
 		"NCCL's alive-message protocol: ms without one before an attempt fails (accepted, "
-		"unused: see README)"),
+		"unused: see docs/knobs.md)"),
 	INT_ROW(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_ACK_TIMEOUT,
 		"NCCL_IB_RESILIENCY_PORT_RECOVERY_ACK_TIMEOUT", 5000, 0, 600000,
 		"NCCL's recovery ack timeout (accepted, unused: a round has NCCL_VERBS_CONNECT_TIMEOUT_MS)"),
