@@ -1,5 +1,5 @@
 #!/bin/bash
-# eager-bench.sh [ROUNDS] - the eager path's figures (README "Measured figures"),
+# eager-bench.sh [ROUNDS] - the eager path's figures (docs/measurements.md, "Eager path"),
 # rounds interleaved so that load from elsewhere hits every variant alike.
 #   8-byte half round trip: sv-rawbench -t imm (raw WRITE_WITH_IMM ping-pong)
 #   next to the plugin with the eager path on (default) and off

@@ -2,7 +2,7 @@
  * comm.h - listen/send/recv comms, requests and the RDMA-shared control
  * structures of the connection and data-path layer (connect.c, qp.c, engine.c, recv.c, send.c).
  *
- * Protocol (see design.md section 4):
+ * Protocol (see docs/design.md, "Moving data"):
  *  - The receiver RDMA-writes clear-to-send (CTS) entries into the sender's
  *    FIFO: one slot per irecv, one 64-byte entry per grouped receive.
  *  - The sender matches isends to the entries of the current slot by tag,

@@ -38,7 +38,7 @@ struct nv_cts_entry {
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct nv_cts_entry) == 64, "CTS entry must be 64 bytes");
 /*
- * The eager path's credit in a clear-to-send (comm.h, "Eager protocol"): on
+ * The eager path's credit in a clear-to-send (eager.h, the protocol): on
  * a comm of one device (rkey[1..] unused) whose sender announced that it
  * reads it, entry 0's eager.grant is the receiver's grant when it posted the
  * slot, as an offset from the slot's sequence s: sequences below s + grant

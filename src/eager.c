@@ -1,6 +1,6 @@
 /*
  * eager.c - the eager path for small messages (protocol and invariants in
- * comm.h, "Eager protocol"; README "How it moves data").
+ * eager.h; docs/design.md, "The eager path").
  *
  * Sender: a message of at most eager.max bytes whose clear-to-send has not
  * arrived goes into the peer's ring while the receiver's grant allows it.

@@ -6,7 +6,7 @@
  * isend (send.c), irecv (recv.c) and the completion engine (engine.c, through
  * the hooks listed in engine.h) call.
  *
- * The protocol (README "How it moves data"). Only on comms of one
+ * The protocol (docs/design.md, "The eager path"). Only on comms of one
  * device and one QP on both sides, so every WR of a comm is in one QP's order.
  *
  * Sender: a message of at most max bytes whose clear-to-send (CTS) has not

@@ -1,7 +1,7 @@
 /*
  * failover.h - port failover of multi-device comms (NCCL_IB_RESILIENCY_PORT_FAILOVER,
- * failover.c). The protocol is described at the top of failover.c and in the
- * README ("How it moves data").
+ * failover.c). The protocol is described at the top of failover.c and in
+ * docs/design.md ("Port failover").
  *
  * Contract with the data path (the completion engine, engine.c; its hooks
  * are listed in engine.h):

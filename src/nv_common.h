@@ -57,7 +57,7 @@ void nv_log(enum nv_log_level level, unsigned long subsys, const char *file, int
 #define NV_TRACE(sub, fmt, ...) \
 	nv_log(NV_LOG_TRACE, (sub), __func__, __LINE__, NV_LOG_PREFIX " : " fmt, ##__VA_ARGS__)
 
-/* The one visible check-and-goto helper allowed by style.md: never returns or loops. */
+/* The one visible check-and-goto helper docs/style.md allows: never returns or loops. */
 #define NV_CHECK_GOTO(call, st, label) \
 	do { \
 		(st) = (call); \

@@ -347,7 +347,7 @@ ncclResult_t nv_make_vdevice(int *d, ncclNetVDeviceProps_v12_t *props)
 
 ncclResult_t nv_set_net_attr(void *ctx, ncclNetAttr_v12_t *attr)
 {
-	/* Advisory hints (nccl-net-api.md 3.9); the data path does not use them. */
+	/* Advisory hints (docs/net-api.md, "Hints"); the data path does not use them. */
 	if (attr)
 		NV_TRACE(NV_SUB_NET, "setNetAttr ctx %p: send peers %d..%d flows %d..%d, op 0x%x",
 			 ctx, attr->sendCommAttr.minConcurrentPeers,
@@ -374,7 +374,7 @@ NV_EXPORT ncclNet_v12_t ncclNetPlugin_v12 = {
 	.closeSend = nv_close_send,
 	.closeRecv = nv_close_recv,
 	.closeListen = nv_close_listen,
-	.getDeviceMr = NULL,   /* host plugin: never asked (3.7) */
+	.getDeviceMr = NULL,   /* host plugin: never asked (docs/net-api.md) */
 	.irecvConsumed = NULL, /* requests are recycled when test reports done */
 	.makeVDevice = nv_make_vdevice,
 	.finalize = nv_finalize,

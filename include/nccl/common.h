@@ -1,6 +1,6 @@
 /*
  * nccl/common.h - logger and profiler callback types NCCL hands to a plugin's
- * init (nccl-net-api.md sections 1.5 and 2.0). Values are NCCL's.
+ * init (docs/net-api.md, "Logger and result codes"). Values are NCCL's.
  */
 #ifndef NCCL_NV_COMMON_H
 #define NCCL_NV_COMMON_H

@@ -1,6 +1,6 @@
 /*
  * nccl/err.h - NCCL's result codes as seen by a network plugin.
- * Our own rendition of the ABI described in nccl-net-api.md section 1.6.
+ * Our own rendition (docs/net-api.md, "Logger and result codes").
  * A plugin returns only ncclSuccess .. ncclRemoteError; ncclInProgress is
  * listed for completeness and must never be returned from a plugin call.
  */

@@ -1,8 +1,8 @@
 /*
  * nccl/net.h - constants of the net plugin ABI and every table version we
  * export (v6 .. v12); the unversioned names point at v12, the shape our single
- * implementation uses. Layout checks at the end pin the LP64 offsets given in
- * nccl-net-api.md (sections 2.0 - 2.9).
+ * implementation uses. Layout checks at the end pin the LP64 offsets of NCCL's
+ * headers (docs/net-api.md, "The tables", gives the sizes).
  */
 #ifndef NCCL_NV_NET_H
 #define NCCL_NV_NET_H

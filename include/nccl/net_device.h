@@ -1,6 +1,6 @@
 /*
- * nccl/net_device.h - device-offload types of the net ABI (nccl-net-api.md
- * sections 2.0 and 3.7). A host plugin reports NCCL_NET_DEVICE_HOST with
+ * nccl/net_device.h - device-offload types of the net ABI (docs/net-api.md,
+ * "Device offload"). A host plugin reports NCCL_NET_DEVICE_HOST with
  * version NCCL_NET_DEVICE_INVALID_VERSION.
  */
 #ifndef NCCL_NV_NET_DEVICE_H

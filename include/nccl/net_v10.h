@@ -1,5 +1,5 @@
 /*
- * nccl/net_v10.h - ncclNet_v10_t (symbol ncclNetPlugin_v10), nccl-net-api.md 2.5.
+ * nccl/net_v10.h - ncclNet_v10_t (symbol ncclNetPlugin_v10) (docs/net-api.md, "The tables").
  * init gains the profiler callback; connect gains the comm config as its SECOND
  * parameter; isend/irecv gain profiler handle(s) before request. Properties
  * identical to v9.

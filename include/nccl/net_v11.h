@@ -1,5 +1,5 @@
 /*
- * nccl/net_v11.h - ncclNet_v11_t (symbol ncclNetPlugin_v11), nccl-net-api.md 2.6.
+ * nccl/net_v11.h - ncclNet_v11_t (symbol ncclNetPlugin_v11) (docs/net-api.md, "The tables").
  * init is per communicator (ctx, commId, config); listen/connect take ctx
  * first and connect loses the config; finalize(ctx) (mandatory) and
  * setNetAttr(ctx, attr) appended. Properties = v10 + maxMultiRequestSize (112 B).

@@ -1,5 +1,5 @@
 /*
- * nccl/net_v12.h - ncclNet_v12_t (symbol ncclNetPlugin_v12), nccl-net-api.md 2.9.
+ * nccl/net_v12.h - ncclNet_v12_t (symbol ncclNetPlugin_v12) (docs/net-api.md, "The tables").
  * Same 22 slots as v11. vProps holds 8 devices, so maxP2pBytes/maxCollBytes/
  * maxMultiRequestSize move; railId/planeId appended (128 bytes). v12 is NOT
  * "v11 plus a tail": never fill one through the other's struct.

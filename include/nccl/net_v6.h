@@ -1,5 +1,5 @@
 /*
- * nccl/net_v6.h - ncclNet_v6_t (symbol ncclNetPlugin_v6), nccl-net-api.md 2.1.
+ * nccl/net_v6.h - ncclNet_v6_t (symbol ncclNetPlugin_v6) (docs/net-api.md, "The tables").
  * Properties 48 bytes, table 17 slots (136 bytes) on LP64.
  */
 #ifndef NCCL_NV_NET_V6_H

@@ -1,5 +1,5 @@
 /*
- * nccl/net_v7.h - ncclNet_v7_t (symbol ncclNetPlugin_v7), nccl-net-api.md 2.2.
+ * nccl/net_v7.h - ncclNet_v7_t (symbol ncclNetPlugin_v7) (docs/net-api.md, "The tables").
  * v6 plus device handles on connect/accept, getDeviceMr, irecvConsumed, and
  * netDeviceType/netDeviceVersion at the end of the properties (56 bytes).
  */

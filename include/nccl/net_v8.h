@@ -1,5 +1,5 @@
 /*
- * nccl/net_v8.h - ncclNet_v8_t (symbol ncclNetPlugin_v8), nccl-net-api.md 2.3.
+ * nccl/net_v8.h - ncclNet_v8_t (symbol ncclNetPlugin_v8) (docs/net-api.md, "The tables").
  * regMr takes size_t; the properties gain regIsGlobal AFTER ptrSupport (64 bytes).
  */
 #ifndef NCCL_NV_NET_V8_H

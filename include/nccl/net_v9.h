@@ -1,5 +1,5 @@
 /*
- * nccl/net_v9.h - ncclNet_v9_t (symbol ncclNetPlugin_v9), nccl-net-api.md 2.4.
+ * nccl/net_v9.h - ncclNet_v9_t (symbol ncclNetPlugin_v9) (docs/net-api.md, "The tables").
  * isend/irecv sizes become size_t (iflush/test keep int); makeVDevice appended;
  * properties gain forceFlush after regIsGlobal and vProps/maxP2pBytes/
  * maxCollBytes at the end (104 bytes).

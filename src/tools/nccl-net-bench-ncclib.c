@@ -7,7 +7,7 @@
  * symbol's offset in the file's .symtab (absent when the library is
  * stripped) and add the load base the dynamic linker chose (link_map
  * l_addr). The table has the layout of NCCL's internal ncclNet_t: v11 in
- * 2.28 and 2.29, v12 from 2.30 (nccl-net-api.md). NCCL's IB transport
+ * 2.28 and 2.29, v12 from 2.30 (docs/net-api.md). NCCL's IB transport
  * initialises without a GPU; only host-memory transfers are used here.
  */
 #include "config.h"

@@ -1,8 +1,8 @@
 /*
  * nccl-net-bench-net.c - loading an ncclNet plugin and calling it through one
  * interface whatever table version (v6 .. v12) it exports, with the
- * conversions a caller of each version needs (nccl-net-api.md sections 1.1,
- * 1.2, 2). Also the logger handed to the plugin.
+ * conversions a caller of each version needs (docs/net-api.md, "Loading" and
+ * "The tables"). Also the logger handed to the plugin.
  */
 #include "config.h"
 

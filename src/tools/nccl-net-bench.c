@@ -4,7 +4,7 @@
  * nccl-net-bench loads an ncclNet plugin (ours by default) and measures
  * point-to-point bandwidth and latency, grouped receives and a ring
  * AllReduce through it, driving it the way NCCL's proxy does. See
- * README.md ("Benchmark") and `nccl-net-bench --help`.
+ * docs/benchmark.md and `nccl-net-bench --help`.
  */
 #include "config.h"
 

@@ -1,4 +1,4 @@
-# The simulated cluster (test/cluster/README section in the top README): sim-cluster makes
+# The simulated cluster (docs/sim-cluster.md): sim-cluster makes
 # hosts out of network namespaces; these tests run the plugin across them (they skip, 77,
 # without root or network namespaces).
 CLUSTER_TESTS = \

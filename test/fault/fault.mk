@@ -1,7 +1,7 @@
 # Failure, abuse, leak, soak, concurrency and fuzz tests (owner: F), issue 5.
 # The tests build on the end-to-end harness (test/e2e/libe2e.la) plus
 # test/fault/fh.[ch]; each has a hard time limit of its own (fh_watchdog).
-# What users see and what to do: README "When something goes wrong".
+# What users see and what to do: docs/troubleshooting.md.
 #
 # make check:        the FAULT_TESTS below (about 2 minutes on 2 cores)
 # make check-extra:  check-fuzz, check-tsan, check-valgrind (below)

@@ -339,7 +339,7 @@ static void sc_groups(void)
 	for (int k = 1; k < 9; k++)
 		mh[k] = mh[0];
 	nvt_log_clear();
-	/* misuse by the NCCL core: ncclInternalError (README's taxonomy) */
+	/* misuse by the NCCL core: ncclInternalError (docs/net-api.md, result codes) */
 	CHECK(n->irecv(rc, 9, data, caps, tags, mh, NULL, &req) == ncclInternalError && !req);
 	CHECK(strstr(nvt_warns, "9 grouped receives requested, maxRecvs is 8") != NULL);
 	CHECK(n->irecv(rc, 0, data, caps, tags, mh, NULL, &req) == ncclInternalError && !req);
