@@ -3,7 +3,8 @@
 # whole test suite over simverbs (make check), then each extra check of
 # make check-extra (fuzz pass, ThreadSanitizer, valgrind). Ends with one line
 # for make check and one for check-extra, each counted from its own results,
-# then the plain "N passed, N failed" line over both (also written to
+# then "failed: NAME ..." naming each failed test (when any), then the plain
+# "N passed, N failed" line over both (also written to
 # $NV_BUILD_DIR/test-results.txt for .ci/run). Exit status: 0 when nothing failed.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,13 +24,22 @@ show_failures() {
 		while read -r trs; do echo "==== ${trs%.trs}.log"; tail -n 60 "${trs%.trs}.log"; done
 }
 
+# failed_names STAMP: the tests that failed in the automake results written after STAMP.
+failed_names() {
+	find . -name '*.trs' -newer "$1" -print0 | xargs -0r grep -l '^:test-result: \(FAIL\|ERROR\|XPASS\)' |
+		sed 's|^\./||; s|\.trs$||' | sort
+}
+
 status=0
+failed=()
 mkdir -p test-stamps
 t0=$(date +%s); touch test-stamps/check
 make -s -j"$(nproc)" check || status=$?
 read -r cp cf cs cx < <(count_trs test-stamps/check)
 check_s=$(( $(date +%s) - t0 ))
 [ "$status" -eq 0 ] || show_failures test-stamps/check
+mapfile -t -O "${#failed[@]}" failed < <(failed_names test-stamps/check)
+if [ "$status" -ne 0 ] && [ "${#failed[@]}" -eq 0 ]; then failed+=("make check (outside any test)"); fi
 if [ "$status" -ne 0 ] && [ "$cf" -eq 0 ]; then cf=1; fi	# make failed outside any test (build)
 
 # The extra checks, one target at a time, each counted from its own results:
@@ -55,6 +65,11 @@ for t in $(make -s print-check-extra); do
 		status=1
 		[ "$f" -gt 0 ] || f=1
 		show_failures "test-stamps/$t"
+		n0=${#failed[@]}
+		mapfile -t -O "$n0" failed < <(failed_names "test-stamps/$t")
+		mapfile -t -O "${#failed[@]}" failed < <(grep -Eo '^fuzz_[a-z0-9_]+: exit [1-9]' \
+			"test-stamps/$t.out" | sed 's/: exit.*//' || true)
+		[ "${#failed[@]}" -gt "$n0" ] || failed+=("$t")
 	fi
 	ep=$((ep + p)) ef=$((ef + f)) es=$((es + s))
 	per+=("${t#check-} $p/$((p + f + s))$( [ "$s" -eq 0 ] || echo " ($s skipped)")")
@@ -67,5 +82,6 @@ printf 'make check:  %d passed, %d failed, %d skipped%s in %d s\n' "$cp" "$cf" "
 printf 'check-extra: %d passed, %d failed, %d skipped in %d s (%s)\n' "$ep" "$ef" "$es" "$extra_s" \
 	"$(printf '%s, ' "${per[@]}" | sed 's/, $//')"
 printf 'passed=%d failed=%d skipped=%d\n' $((cp + ep)) $((cf + ef)) $((cs + es)) >test-results.txt
+[ "${#failed[@]}" -eq 0 ] || echo "failed: ${failed[*]}"
 echo "$((cp + ep)) passed, $((cf + ef)) failed"
 exit "$status"
