@@ -32,7 +32,8 @@ FAULT_TESTS = \
 	test/fault/fault_rules \
 	test/fault/fault_failover \
 	test/fault/fault_credit \
-	test/fault/fault_eager
+	test/fault/fault_eager \
+	test/fault/fault_sqroom
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
@@ -52,6 +53,10 @@ test_fault_fault_config_LDADD = $(FAULT_LDADD)
 test_fault_fault_failover_SOURCES = test/fault/fault_failover.c
 test_fault_fault_failover_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_failover_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_sqroom_SOURCES = test/fault/fault_sqroom.c
+test_fault_fault_sqroom_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_sqroom_LDADD = $(FAULT_LDADD)
 
 test_fault_fault_eager_SOURCES = test/fault/fault_eager.c
 test_fault_fault_eager_CPPFLAGS = $(FAULT_CPPFLAGS)
