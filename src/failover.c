@@ -27,8 +27,9 @@
  *     error on our side nothing more can land through it, so what the
  *     receiver has recorded is final. A QP with nothing outstanding needs no
  *     marker; one whose marker cannot be posted or does not come back, or
- *     whose RECVs are not flushed, within 100 ms (rdma_rxe of Linux 6.1
- *     completes nothing posted to a QP in error) is moved to RESET, which
+ *     whose RECVs are not flushed, within 100 ms (rdma_rxe without its
+ *     flush fixes, early Linux 6.1, completes nothing posted to a QP in
+ *     error) is moved to RESET, which
  *     empties its queues without completions: those WRs count as flushed.
  *  3. STATE exchange over the handshake socket (it stays open for liveness):
  *     each side sends its failed devices; the receiver adds, for every
@@ -144,8 +145,9 @@ static int nv_fo_post_marker(struct nv_comm *c, int i)
 /*
  * QPs rst[i] did not drain in NV_FO_FLUSH_WAIT_NS: a marker that could not
  * be posted (the queue is full of WRs that never complete) or did not come
- * back, or RECVs never flushed. rdma_rxe of Linux 6.1 completes nothing
- * posted to a QP already in error, and rxe moves a QP to error itself on a
+ * back, or RECVs never flushed. rdma_rxe without its flush fixes (early
+ * Linux 6.1; Debian's 6.1.192 flushes) completes nothing posted to a QP
+ * already in error, and rxe moves a QP to error itself on a
  * failed WR, before the data path has polled that error and stopped
  * posting. RESET empties both queues without completions and stops the QP:
  * completions it wrote before are polled here, the QP writes no more. A WR

@@ -23,7 +23,7 @@
  *                   and the next round's comm has both rails again
  * For each: no call fails, exactly one WARN per comm, naming the port and
  * the peer. Then, in a child process whose devices behave as rdma_rxe of
- * Linux 6.1 (simverbs link_down=local, err_post=drop: a port going down
+ * early Linux 6.1 (simverbs link_down=local, err_post=drop: a port going down
  * leaves its QPs in RTS and the next WR each runs completes with
  * LOC_QP_OP_ERR, nothing posted to a QP in error ever completes), "rxe":
  * port-down, qp-fatal-recv, data-mid (the drain's markers and the RECVs

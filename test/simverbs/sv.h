@@ -342,7 +342,7 @@ struct sv_device {
 enum {
 	SV_ERR_POST_FLUSH = 0,	/* completes with WR_FLUSH_ERR (IB spec, mlx5, siw) */
 	SV_ERR_POST_DROP,	/* accepted, never completed until the QP is reset
-				 * (rdma_rxe of Linux 6.1, user QPs) */
+				 * (rdma_rxe of early 6.1, user QPs) */
 };
 
 /* ---------------------------------------------------- local objects */
