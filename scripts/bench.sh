@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's main command: set up a fresh Debian machine (packages,
+# The main command (README "The two commands"; docs/benchmark.md): set up a fresh Debian machine (packages,
 # bootstrap, configure, build into build/), then measure, in one run,
 #   (a) raw RDMA WRITE bandwidth at 4 MiB (sv-rawbench, raw verbs, 2 processes)
 #   (b) nccl-net-bench sendrecv through the plugin at 4 MiB
@@ -15,7 +15,10 @@
 # plus a size sweep of every nccl-net-bench test for the plot. Runs on simverbs
 # (the software fabric built with the project) when the machine has no RDMA
 # device (/sys/class/infiniband empty), on the real devices otherwise.
-# Prints the tables and a summary with the ratios and their targets; writes
+# Prints one page: what runs, a line per round, the summary with the ratios and
+# their targets, and where the files are. Every run's full output (the raw
+# benchmark's, nccl-net-bench's tables, cpu-cost.sh's) goes to
+# build/bench/bench.log, and to the terminal too with -v. Writes
 # build/bench/bench.svg and build/bench/*.csv. Exit status: non-zero when a
 # run fails or a result is wrong (speed targets are reported, not enforced).
 #
@@ -28,10 +31,12 @@
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 hosts=1
+verbose=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--hosts) hosts=${2:-}; shift 2 ;;
-	*) echo "usage: scripts/bench.sh [--hosts N]" >&2; exit 2 ;;
+	-v | --verbose) verbose=1; shift ;;
+	*) echo "usage: scripts/bench.sh [-v] [--hosts N]" >&2; exit 2 ;;
 	esac
 done
 [[ $hosts =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] || { echo "bench: --hosts wants a number" >&2; exit 2; }
@@ -42,9 +47,36 @@ export NV_BUILD_DIR=$B
 B=$(cd "$B" && pwd)
 out=$B/bench
 mkdir -p "$out"
-rm -f "$out"/*.csv "$out"/*.txt "$out"/bench.svg
+rm -f "$out"/*.csv "$out"/*.txt "$out"/bench.svg "$out"/bench.log
+log=$out/bench.log
 rv=$(mktemp -d)	# per-round figures, one file per metric (kept as rounds.csv)
 trap 'rm -rf "$rv"' EXIT
+
+# The terminal gets a page; every run's full output goes to the log (-v: here too).
+say() { printf '%s\n' "$*" | tee -a "$log"; }
+detail() {	# detail TEXT...: a line for the log only (and the terminal with -v)
+	if [ "$verbose" = 1 ]; then printf '%s\n' "$*" | tee -a "$log"; else printf '%s\n' "$*" >>"$log"; fi
+}
+show() {	# show FILE: a run's output file into the log (and the terminal with -v)
+	if [ "$verbose" = 1 ]; then tee -a "$log" <"$1"; else cat "$1" >>"$log"; fi
+}
+failed=""	# what failed, for the closing line
+run() {	# run [-o FILE] NAME CMD...: output to the log (stdout to FILE with -o, which the
+	# caller shows); on failure the page names the run and shows the end of its output
+	local t o="" rc=0
+	if [ "$1" = -o ]; then o=$2; shift 2; fi
+	t=$(mktemp)
+	detail "\$ ${*:2}${o:+ >$o}"
+	if [ -n "$o" ]; then "${@:2}" >"$o" 2>"$t" || rc=$?; else "${@:2}" >"$t" 2>&1 || rc=$?; fi
+	show "$t"
+	if [ "$rc" != 0 ]; then
+		say "  $1 FAILED (exit $rc); its last lines (all of it in $log):"
+		cat ${o:+"$o"} "$t" | tail -n 15 | sed 's/^/    | /' | tee -a "$log"
+		failed="$failed${failed:+;} $1"
+	fi
+	rm -f "$t"
+	return "$rc"
+}
 BENCH=$B/nccl-net-bench
 RAW=$B/test/simverbs/bench/sv-rawbench
 PLUGIN=$B/.libs/libnccl-net-verbs.so
@@ -90,13 +122,27 @@ if [ -n "$nccl" ] && "$BENCH" -p "nccl-ib:$nccl" -l >/dev/null 2>&1; then
 	nbc=("$BENCH" -p "$PLUGIN,nccl-ib:$nccl" -d "${NB_DEV:-0}" --timeout 300)
 else
 	nccl=""
-	echo "bench: NCCL's IB transport not compared (no usable libnccl.so.2)"
 fi
 
-echo "== nccl-net-bench on $fabric ($(nproc) CPUs, $(uname -r)), raw device $raw_dev," \
+say "bench: $fabric ($(nproc) CPUs, $(uname -r)), raw device $raw_dev, plugin device ${NB_DEV:-0}," \
 	"$(date -u '+%Y-%m-%d %H:%M UTC')"
+if [ "$hosts" -gt 1 ]; then
+	say "  across $hosts simulated hosts (one rank each): sendrecv 4 MiB, latency 8 B, allreduce 64 MiB, size sweep"
+else
+	say "  $rounds rounds of: (a) raw RDMA WRITE 4 MiB, (b) plugin sendrecv 4 MiB, (c) 8 B latency, plugin and raw"
+	say "  ping-pong, (c1) the same with receives posted 1 ahead, (d) plugin allreduce 64 MiB; then a size sweep"
+	if [ "${NB_NO_CPU_COST:-0}" != 1 ] && command -v valgrind >/dev/null; then
+		say "  and (e) instructions per message (scripts/cpu-cost.sh$([ "${NB_QUICK:-0}" = 1 ] && echo ", loopback only"))"
+	fi
+	if [ -n "$nccl" ]; then
+		say "  NCCL's IB transport ($nccl) runs beside the plugin in (b), (c), (c1), (d)"
+	else
+		say "  NCCL's IB transport not compared (no usable libnccl.so.2)"
+	fi
+fi
+say "  every run's full output: $log$([ "$verbose" = 1 ] || echo " (-v: also here)")"
 
-step() { echo; echo "== $*"; }
+step() { detail ""; detail "== $*"; }
 field() {	# field FILE KEY NAME: NAME=value on the first line starting with KEY
 	awk -v k="$2" -v f="$3" '$1 == k { for (i = 2; i <= NF; i++) {
 		split($i, kv, "="); if (kv[1] == f) { print kv[2]; exit } } }' "$1"
@@ -121,7 +167,7 @@ bench_hosts() {
 	export SIM_CLUSTER="bh$(($$ % 1000000))"
 	trap '"$sc" down >/dev/null 2>&1; rm -rf "$rv"' EXIT
 	step "sim-cluster up --hosts $hosts --link ib"
-	"$sc" up --hosts "$hosts" --link ib --build "$B" || exit 1
+	run "sim-cluster up" "$sc" up --hosts "$hosts" --link ib --build "$B" || exit 1
 	for name in sendrecv latency allreduce sweep; do
 		case $name in
 		sendrecv) args=(-t sendrecv -b 4M -e 4M -n "$bw_iters" -w 5) ;;
@@ -130,6 +176,7 @@ bench_hosts() {
 		sweep) args=(-t all $sweep --plot "$out/bench.svg") ;;
 		esac
 		step "$name across $hosts hosts: nccl-net-bench ${args[*]}"
+		SECONDS=0
 		pids=()
 		for ((r = 0; r < hosts; r++)); do
 			NCCL_SOCKET_IFNAME=mgmt0 "$sc" exec "h$r" -- "$BENCH" -p "$PLUGIN" -d "${NB_DEV:-0}" \
@@ -137,16 +184,26 @@ bench_hosts() {
 				"${args[@]}" --csv "$out/hosts-$name.csv" >"$out/hosts-$name.$r.txt" 2>&1 &
 			pids+=($!)
 		done
-		for r in "${pids[@]}"; do wait "$r" || status=1; done
-		cat "$out/hosts-$name.0.txt"
+		rc=0
+		for r in "${pids[@]}"; do wait "$r" || rc=1; done
+		show "$out/hosts-$name.0.txt"
+		if [ "$rc" = 0 ]; then
+			say "$name across $hosts hosts: done [$SECONDS s]"
+		else
+			status=1
+			failed="$failed${failed:+;} $name"
+			say "$name across $hosts hosts: FAILED; rank 0's last lines (every rank: $out/hosts-$name.<rank>.txt):"
+			tail -n 15 "$out/hosts-$name.0.txt" | sed 's/^/    | /' | tee -a "$log"
+		fi
 		port=$((port + 1))
 	done
-	echo
-	echo "== summary ($hosts simulated hosts, InfiniBand, one rank each)"
-	echo "  sendrecv 4 MiB bus bandwidth: $(csvcol "$out/hosts-sendrecv.csv" sendrecv 4194304 busbw_GBps) GB/s"
-	echo "  8 B latency: $(csvcol "$out/hosts-latency.csv" latency 8 time_us) us"
-	echo "  allreduce 64 MiB bus bandwidth: $(csvcol "$out/hosts-allreduce.csv" allreduce 67108864 busbw_GBps) GB/s"
-	echo "  plot: $out/bench.svg"
+	say ""
+	say "== summary ($hosts simulated hosts, InfiniBand, one rank each)"
+	say "  sendrecv 4 MiB bus bandwidth: $(csvcol "$out/hosts-sendrecv.csv" sendrecv 4194304 busbw_GBps) GB/s"
+	say "  8 B latency: $(csvcol "$out/hosts-latency.csv" latency 8 time_us) us"
+	say "  allreduce 64 MiB bus bandwidth: $(csvcol "$out/hosts-allreduce.csv" allreduce 67108864 busbw_GBps) GB/s"
+	say "  files: $out/{bench.svg,hosts-*.csv}, each rank's output hosts-<run>.<rank>.txt; log $log"
+	[ "$status" = 0 ] || say "bench: FAILED:$failed (see above and $log)"
 	exit "$status"
 }
 
@@ -154,44 +211,58 @@ bench_hosts() {
 # and the plugin runs so that load from elsewhere hits both alike; medians.
 [ "$hosts" -gt 1 ] && bench_hosts
 for m in a b c craw d acpu bcpu dcpu cmin crawmin bn cn dn c1 c1n load; do : >"$rv/$m.txt"; done
+# this round's figure of a metric (n/a when its run gave none), 2 decimals on the page (the csv
+# files keep every digit); n0 holds each metric's line count when the round started
+declare -A n0
+last() { awk -v n="${n0[$1]}" 'NR > n { v = $1 } END { if (v == "") print "n/a"; else printf "%.2f\n", v }' \
+	"$rv/$1.txt"; }
+say ""
 for round in $(seq 1 "$rounds"); do
+	SECONDS=0
+	for m in a b c craw d c1 bn cn c1n dn load; do n0[$m]=$(wc -l <"$rv/$m.txt"); done
 	q=(); [ "$round" = 1 ] || q=(-q)
 	step "round $round/$rounds (a) raw RDMA WRITE 4 MiB: sv-rawbench -d $raw_dev ${raw_gid[*]} -t bw -S 4194304 -r 1"
-	timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t bw -S 4194304 -r 1 >"$out/raw-bw.txt" || status=1
-	cat "$out/raw-bw.txt"
+	run -o "$out/raw-bw.txt" "round $round (a) sv-rawbench -t bw" \
+		timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t bw -S 4194304 -r 1 || status=1
+	show "$out/raw-bw.txt"
 	field "$out/raw-bw.txt" write_bw median_GBps >>"$rv/a.txt"
 	field "$out/raw-bw.txt" write_bw cpu_GBps >>"$rv/acpu.txt"
 
 	step "round $round/$rounds (b) plugin sendrecv 4 MiB: nccl-net-bench -t sendrecv -b 4M -e 4M -n $bw_iters -w 5"
-	"${nbc[@]}" "${q[@]}" -t sendrecv -b 4M -e 4M -n "$bw_iters" -w 5 --csv "$out/sendrecv-4M-$round.csv" ||
-		status=1
+	run "round $round (b) sendrecv" "${nbc[@]}" "${q[@]}" -t sendrecv -b 4M -e 4M -n "$bw_iters" -w 5 \
+		--csv "$out/sendrecv-4M-$round.csv" || status=1
 	csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 busbw_GBps >>"$rv/b.txt"
 	[ -z "$nccl" ] || csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 busbw_GBps IB >>"$rv/bn.txt"
 	csvcol "$out/sendrecv-4M-$round.csv" sendrecv 4194304 cpu_busbw_GBps >>"$rv/bcpu.txt"
 
 	step "round $round/$rounds (c) 8 B latency: sv-rawbench -t imm -n $lat_iters -r 3; nccl-net-bench -t latency -b 8 -e 8 -n $lat_iters -R 3"
 	cut -d' ' -f1 /proc/loadavg >>"$rv/load.txt"
-	timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t imm -n "$lat_iters" -r 3 >"$out/raw-lat.txt" ||
-		status=1
-	cat "$out/raw-lat.txt"
+	run -o "$out/raw-lat.txt" "round $round (c) sv-rawbench -t imm" \
+		timeout 300 "$RAW" -d "$raw_dev" "${raw_gid[@]}" -t imm -n "$lat_iters" -r 3 || status=1
+	show "$out/raw-lat.txt"
 	field "$out/raw-lat.txt" imm_lat median_us >>"$rv/craw.txt"
 	field "$out/raw-lat.txt" imm_lat min_us >>"$rv/crawmin.txt"
-	"${nbc[@]}" "${q[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 -R 3 --csv "$out/latency-8-$round.csv" ||
-		status=1
+	run "round $round (c) latency" "${nbc[@]}" "${q[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 -R 3 \
+		--csv "$out/latency-8-$round.csv" || status=1
 	csvcol "$out/latency-8-$round.csv" latency 8 time_us >>"$rv/c.txt"
 	[ -z "$nccl" ] || csvcol "$out/latency-8-$round.csv" latency 8 time_us IB >>"$rv/cn.txt"
 	csvcol "$out/latency-8-$round.csv" latency 8 time_min_us >>"$rv/cmin.txt"
-	"${nbc[@]}" "${q[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 -R 3 --recv-depth 1 --yield -1 \
-		--csv "$out/latency1-8-$round.csv" || status=1
+	run "round $round (c1) latency, 1 ahead" "${nbc[@]}" "${q[@]}" -t latency -b 8 -e 8 -n "$lat_iters" -w 100 \
+		-R 3 --recv-depth 1 --yield -1 --csv "$out/latency1-8-$round.csv" || status=1
 	csvcol "$out/latency1-8-$round.csv" latency 8 time_us >>"$rv/c1.txt"
 	[ -z "$nccl" ] || csvcol "$out/latency1-8-$round.csv" latency 8 time_us IB >>"$rv/c1n.txt"
 
 	step "round $round/$rounds (d) allreduce 64 MiB: nccl-net-bench -t allreduce -b 64M -e 64M -n $ar_iters -w 1"
-	"${nbc[@]}" "${q[@]}" -t allreduce -b 64M -e 64M -n "$ar_iters" -w 1 --csv "$out/allreduce-64M-$round.csv" ||
-		status=1
+	run "round $round (d) allreduce" "${nbc[@]}" "${q[@]}" -t allreduce -b 64M -e 64M -n "$ar_iters" -w 1 \
+		--csv "$out/allreduce-64M-$round.csv" || status=1
 	csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 busbw_GBps >>"$rv/d.txt"
 	[ -z "$nccl" ] || csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 busbw_GBps IB >>"$rv/dn.txt"
 	csvcol "$out/allreduce-64M-$round.csv" allreduce 67108864 cpu_busbw_GBps >>"$rv/dcpu.txt"
+	say "$(printf 'round %d/%d: (a) %s GB/s  (b) %s GB/s  (c) %s us, raw %s us  (c1) %s us  (d) %s GB/s  load %s  [%d s]' \
+		"$round" "$rounds" "$(last a)" "$(last b)" "$(last c)" "$(last craw)" "$(last c1)" "$(last d)" \
+		"$(last load)" "$SECONDS")"
+	[ -z "$nccl" ] || say "$(printf '        NCCL IB: (b) %s GB/s  (c) %s us  (c1) %s us  (d) %s GB/s' \
+		"$(last bn)" "$(last cn)" "$(last c1n)" "$(last dn)")"
 done
 a=$(median <"$rv/a.txt"); b=$(median <"$rv/b.txt"); c=$(median <"$rv/c.txt")
 craw=$(median <"$rv/craw.txt"); d=$(median <"$rv/d.txt")
@@ -205,14 +276,27 @@ c1=$(median <"$rv/c1.txt"); c1n=$(median <"$rv/c1n.txt")
 } >"$out/rounds.csv"
 
 step "sweep for the plot: nccl-net-bench -t all $sweep"
-"${nb[@]}" -t all $sweep --csv "$out/sweep.csv" --plot "$out/bench.svg" || status=1
+SECONDS=0
+# shellcheck disable=SC2086
+if run "sweep" "${nb[@]}" -t all $sweep --csv "$out/sweep.csv" --plot "$out/bench.svg"; then
+	say "sweep for the plot (nccl-net-bench -t all $sweep): done [$SECONDS s]"
+else
+	status=1
+fi
 
 cpucost=""
 if [ "${NB_NO_CPU_COST:-0}" != 1 ] && command -v valgrind >/dev/null; then
 	cc_env=(); [ "${NB_QUICK:-0}" = 1 ] && cc_env=(CC_PATTERNS=loopback)
 	step "(e) instructions per message: scripts/cpu-cost.sh"
 	ccload=$(cut -d' ' -f1 /proc/loadavg)
-	env "${cc_env[@]}" NV_BUILD_DIR="$B" "$top/scripts/cpu-cost.sh" | tee "$out/cpu-cost.txt" || status=1
+	SECONDS=0
+	if run -o "$out/cpu-cost.txt" "(e) cpu-cost.sh" \
+		env "${cc_env[@]}" NV_BUILD_DIR="$B" "$top/scripts/cpu-cost.sh"; then
+		say "(e) instructions per message (scripts/cpu-cost.sh): done [$SECONDS s]"
+	else
+		status=1
+	fi
+	show "$out/cpu-cost.txt"
 	ccload="$ccload .. $(cut -d' ' -f1 /proc/loadavg)"
 	cpucost=$out/cpu-cost.txt
 fi
@@ -251,13 +335,13 @@ rc1=$(rratio c1 craw); rc1n=$(rratio c1 c1n)
 } >"$out/summary.csv"
 
 lmin=$(sort -g "$rv/load.txt" | head -n 1); lmax=$(sort -g "$rv/load.txt" | tail -n 1)
-v() { echo "${1:-n/a} $2"; }	# value and unit
+v() { awk -v x="$1" -v u="$2" 'BEGIN { if (x == "") print "n/a " u; else printf "%.2f %s\n", x, u }'; }	# value, unit
 row() {	# row LABEL VALUE RATIO TARGET VERDICT | VALUE RATIO VERDICT
-	printf '  %-36s %-12s %-15s %-8s %-7s| %-12s %-14s %s\n' "$@" | sed 's/ *$//'
+	printf '  %-36s %-12s %-15s %-8s %-7s| %-12s %-14s %s\n' "$@" | sed 's/ *$//' | tee -a "$log"
 }
-echo
-echo "== summary ($fabric, $(nproc) CPUs): medians over $rounds rounds; ratios are medians of the per-round ratios"
-echo "  (per CPU s: per CPU second of the busiest process that writes data; fastest rep.: fastest repetition of all rounds)"
+say ""
+say "== summary ($fabric, $(nproc) CPUs): medians over $rounds rounds; ratios are medians of the per-round ratios"
+say "  (per CPU s: per CPU second of the busiest process that writes data; fastest rep.: fastest repetition of all rounds)"
 row "figure" "wall clock" "ratio" "target" "" "per CPU s" "ratio" ""
 row "(a) raw RDMA WRITE 4 MiB" "$(v "$a" GB/s)" "" "" "" "$(v "$acpu" GB/s)" "" ""
 row "(b) plugin sendrecv 4 MiB" "$(v "$b" GB/s)" "(b)/(a) $rb" ">= 0.9" "$(verdict "$rb" '>=' 0.9)" \
@@ -271,19 +355,22 @@ row "    raw WRITE_WITH_IMM ping-pong 8 B" "$(v "$craw" us)" "" "" "" "$(v "$cra
 row "(c1) latency 8 B, 1 ahead, spinning" "$(v "$c1" us)" "(c1)/raw $rc1" "<= 1.15" "$(verdict "$rc1" '<=' 1.15)" \
 	"" "" ""
 if [ -n "$nccl" ]; then
-	echo "  NCCL's IB transport, same runs (sizes interleaved with ours); ratio = plugin / NCCL:"
+	say "  NCCL's IB transport, same runs (sizes interleaved with ours); ratio = plugin / NCCL:"
 	row "    sendrecv 4 MiB" "$(v "$bn" GB/s)" "ratio $rbn" ">= 1.0" "$(verdict "$rbn" '>=' 1.0)" "" "" ""
 	row "    latency 8 B (8 ahead)" "$(v "$cn" us)" "ratio $rcn" "<= 1.0" "$(verdict "$rcn" '<=' 1.0)" "" "" ""
 	row "    latency 8 B (c1: 1 ahead)" "$(v "$c1n" us)" "ratio $rc1n" "<= 0.85" "$(verdict "$rc1n" '<=' 0.85)" "" "" ""
 	row "    allreduce 64 MiB, busbw" "$(v "$dn" GB/s)" "ratio $rdn" ">= 1.0" "$(verdict "$rdn" '>=' 1.0)" "" "" ""
 fi
-echo "  latency per round (plugin median / raw median, us; 1-min load average when the round started):"
-paste -d' ' "$rv/c.txt" "$rv/craw.txt" "$rv/load.txt" |
-	awk '{ printf "    round %d: %s / %s  load %s\n", NR, $1, $2, $3 }'
-echo "  load average over the rounds: $lmin .. $lmax on $(nproc) CPUs$(awk -v l="$lmax" -v n="$(nproc)" \
-	'BEGIN { if (l + 0 > n / 2) print " - other load may have distorted the wall-clock and median figures; the per CPU s and fastest-repetition columns are the stable ones" }')"
-[ -z "$cpucost" ] || { echo "  (e) instructions per message (ratio: plugin / NCCL, target <= 0.70; load average $ccload):"
-	sed 's/^/      /' "$cpucost"; }
-echo "  files: $out/{summary.csv,rounds.csv,sweep.csv,bench.svg}, per-round *-<round>.csv, raw-*.txt$( [ -z "$cpucost" ] || echo ", cpu-cost.txt")"
-[ "$status" = 0 ] || echo "bench: a run FAILED (see above)" >&2
+say "  load average over the rounds: $lmin .. $lmax on $(nproc) CPUs$(awk -v l="$lmax" -v n="$(nproc)" \
+	'BEGIN { if (l + 0 > n / 2) print " - other load may have distorted the wall-clock and median figures;" }')"
+awk -v l="$lmax" -v n="$(nproc)" 'BEGIN { exit !(l + 0 > n / 2) }' &&
+	say "  the per CPU s and fastest-repetition columns are the stable ones"
+[ -z "$cpucost" ] || { say "  (e) instructions per message (ratio: plugin / NCCL, target <= 0.70; load average $ccload):"
+	sed 's/^/      /' "$cpucost" | tee -a "$log"; }
+say ""
+say "files in $out/:"
+say "  summary.csv (the figures above, ratios, targets), rounds.csv (every round's figures and load),"
+say "  bench.svg (bus bandwidth against size), sweep.csv, per-round sendrecv-4M-, latency-8-, latency1-8-,"
+say "  allreduce-64M-<round>.csv, raw-bw.txt, raw-lat.txt$( [ -z "$cpucost" ] || echo ", cpu-cost.txt"), bench.log (every run's output)"
+[ "$status" = 0 ] || say "bench: FAILED:${failed:- a result was wrong} (see above and $log)"
 exit "$status"
