@@ -28,7 +28,7 @@ struct nv_fo {
 	uint32_t dead_peer;		/* the peer's, as its last STATE said */
 	uint32_t revive;		/* recovery: local devices taken back in this round */
 	uint64_t t_dead[NV_COMM_MAX_DEVS];	/* when each local device was found failed */
-	uint8_t revivals[NV_COMM_MAX_DEVS];	/* recoveries of each local device */
+	uint16_t revivals[NV_COMM_MAX_DEVS];	/* recoveries per local device (<= 1000) */
 	uint32_t blame;			/* local devices found failed in this round */
 	uint32_t suspect;		/* local devices with errors the peer may explain */
 	uint32_t sus_sent;		/* suspects our STATE of this round named (undecided) */

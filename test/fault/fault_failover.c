@@ -18,6 +18,9 @@
  *   both-sides      both sides' rail-0 QPs fail at the same time
  *   recovery        (NCCL_IB_RESILIENCY_PORT_RECOVERY=1) simib0 down, then up: taken back
  *   cycles          (recovery on) 6 cycles of a random rail down and back on one pair
+ *   recovery-limit  NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX 1, 3 and 256 (255
+ *                   counted already): a rail down and back max + 1 times is taken
+ *                   back exactly max times, then stays out
  *   soak            16 rounds of a random fault of the kinds above on a random
  *                   side and rail at a random message; the port comes back
  *                   and the next round's comm has both rails again
@@ -42,6 +45,7 @@
 #include "comm.h"
 #include "failover.h"
 #include "fh.h"
+#include "fo_state.h"
 
 #define BOUND (20.0 * fh_scale())
 #define W 8
@@ -454,6 +458,78 @@ static void cycles(struct fh *f, int vdev, int n)
 	pair_close(&x);
 }
 
+/* Streams of 4 messages until both comms have n QPs or `secs` pass: 1 when they have. */
+static int wait_nqps(struct run *x, int n, double secs, int *k)
+{
+	double t0 = fh_now();
+
+	x->at = -1;
+	while (fh_now() - t0 < secs && (((struct nv_comm *)x->s)->nqps != n ||
+					((struct nv_comm *)x->r)->nqps != n)) {
+		x->n = 4;
+		x->seed = 5000 + (uint64_t)(*k)++;
+		FH_CHECK(stream(x) == 0, "%s: a call failed while waiting for %d QP(s)", x->fault, n);
+	}
+	return ((struct nv_comm *)x->s)->nqps == n && ((struct nv_comm *)x->r)->nqps == n;
+}
+
+/*
+ * NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX=max (set by the caller):
+ * simib0 goes down and comes back max + 1 times on one pair. The first max
+ * times it is taken back; the last time it stays out (both comms keep one
+ * QP for several times as long as any return took, every byte right).
+ * preset: recoveries counted already on both comms (a long-lived comm that
+ * came back this often; the counter must not wrap below the limit).
+ */
+static void recovery_limit(struct fh *f, int vdev, int max, int preset)
+{
+	struct run x;
+	int i, k = 0;
+	double t0 = fh_now(), slowest = 0;
+
+	pair_open(f, vdev, &x, "recovery-limit", 500 + (uint64_t)max);
+	for (i = 0; i < NV_COMM_MAX_DEVS; i++) {
+		((struct nv_comm *)x.s)->fo->revivals[i] = (uint16_t)preset;
+		((struct nv_comm *)x.r)->fo->revivals[i] = (uint16_t)preset;
+	}
+	for (i = 0; i <= max - preset; i++) {
+		double tu;
+
+		snprintf(x.soak, sizeof(x.soak), "port-down simib0 1");
+		x.fault = "cycles"; /* inject x.soak at x.at */
+		x.at = 3;
+		x.n = 12;
+		x.seed = 600 + (uint64_t)i;
+		FH_CHECK(stream(&x) == 0, "recovery limit %d: failure %d: a call failed", max, i + 1);
+		x.fault = "recovery-limit";
+		FH_CHECK(((struct nv_comm *)x.s)->nqps == 1 && ((struct nv_comm *)x.r)->nqps == 1,
+			 "recovery limit %d: failure %d: no failover", max, i + 1);
+		FH_CHECK(fh_sv_control("port-up simib0 1") == 0, "port-up");
+		tu = fh_now();
+		if (i < max - preset) {
+			FH_CHECK(wait_nqps(&x, 2, BOUND, &k), "recovery limit %d (%d counted before): "
+				 "return %d of %d not taken back", max, preset, i + 1, max - preset);
+			if (fh_now() - tu > slowest)
+				slowest = fh_now() - tu;
+		} else {
+			double hold = 1.0 * fh_scale() + 4 * slowest;
+
+			FH_CHECK(!wait_nqps(&x, 2, hold, &k) && ((struct nv_comm *)x.s)->nqps == 1 &&
+					 ((struct nv_comm *)x.r)->nqps == 1,
+				 "recovery limit %d (%d counted before): taken back a %d-th time",
+				 max, preset, max + 1);
+		}
+	}
+	x.n = NMSG; /* the survivor carries everything */
+	x.seed = 777;
+	x.at = -1;
+	FH_CHECK(stream(&x) == 0, "recovery limit %d: traffic on the survivor failed", max);
+	fh_log("recovery limit %d (%d counted before): taken back %d time(s), then stays out "
+	       "(held %.2f s; slowest return %.2f s); %.2f s", max, preset, max - preset,
+	       1.0 * fh_scale() + 4 * slowest, slowest, fh_now() - t0);
+	pair_close(&x);
+}
+
 /* NCCL_IB_RESILIENCY_PORT_FAILOVER=0: the same fault is today's error. */
 static void failover_off(struct fh *f, int vdev)
 {
@@ -552,6 +628,24 @@ int main(int argc, char **argv)
 		vdev = open_vdev(&f, "1");
 		cycles(&f, vdev, argc > 2 ? atoi(argv[2]) : 6);
 		fh_close(&f);
+		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX");
+		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY");
+		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY");
+	}
+	if (argc < 2 || !strcmp(argv[1], "recovery-limit")) {
+		static const int lim[][2] = { { 1, 0 }, { 3, 0 }, { 256, 255 } }; /* max, preset */
+
+		setenv("NCCL_IB_RESILIENCY_PORT_RECOVERY", "1", 1);
+		setenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "20", 1);
+		for (i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+			char v[16];
+
+			snprintf(v, sizeof(v), "%d", lim[i][0]);
+			setenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX", v, 1);
+			vdev = open_vdev(&f, "1");
+			recovery_limit(&f, vdev, lim[i][0], lim[i][1]);
+			fh_close(&f);
+		}
 		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX");
 		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY");
 		unsetenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY");
