@@ -12,16 +12,20 @@
 #                       or, where dpkg left /usr/share/doc out, from `apt-get download` of the
 #                       installed python3-pyverbs; unpacked into a temporary directory
 #   BUILD_DIR           this project's build directory (default: ./build, or . when it holds
-#                       test/simverbs/.libs)
+#                       test/simverbs/.libs), or
+#   system              the system's libibverbs and its devices instead of simverbs (a real
+#                       RDMA device, or rxe: the same suite as a referee, see
+#                       test/simverbs/rdma-core-compare.sh)
 #   run_tests.py args   e.g. `-k test_qpex` to select tests (default: all; -v is always given)
 #
 # Environment: SIMVERBS_DEVICES etc. as for any simverbs program (default devices simib0 and
 # simroce0); SV_RDMA_DEVICES="simib0 ..." limits the devices; SV_RDMA_LOG_DIR keeps the logs
 # (default: a temporary directory, printed).  Prints per device: ran, passed, failed, errors,
-# skipped, each skip reason with its count, and the name and traceback of each failure.
+# skipped, each skip reason with its count, and the name and traceback of each failure; writes
+# DEV.outcomes in the log directory: one line per test, "id<TAB>ok|skip|fail|error<TAB>reason".
 # Exit status: 0 when no test failed or errored, 1 otherwise, 2 on bad usage / missing parts.
 set -u
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 case ${1:-} in -h | --help) usage ;; esac
 src=installed
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then src=$1; shift; fi
@@ -55,25 +59,57 @@ fi
 if [ -z "$bld" ]; then
 	if [ -d test/simverbs/.libs ]; then bld=.; else bld=build; fi
 fi
-lib=$(cd "$bld" 2>/dev/null && pwd)/test/simverbs/.libs
-[ -e "$lib/libibverbs.so.1" ] || { echo "simverbs not built: $lib/libibverbs.so.1" >&2; exit 2; }
+if [ "$bld" != system ]; then
+	lib=$(cd "$bld" 2>/dev/null && pwd)/test/simverbs/.libs
+	[ -e "$lib/libibverbs.so.1" ] || { echo "simverbs not built: $lib/libibverbs.so.1" >&2; exit 2; }
+fi
 want=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")/\1/p' "$src/CMakeLists.txt" 2>/dev/null)
 have=$(dpkg-query -W -f='${Version}' python3-pyverbs 2>/dev/null | sed 's/-[^-]*$//')
 [ -n "$want" ] && [ -n "$have" ] && [ "${have#"$want"}" = "$have" ] &&
 	echo "warning: checkout is rdma-core $want, installed pyverbs is $have" >&2
 logs=${SV_RDMA_LOG_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/rdma-core-tests.XXXXXX")}
 mkdir -p "$logs"
-export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+logs=$(cd "$logs" && pwd)
+[ "$bld" = system ] || export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 devs=${SV_RDMA_DEVICES:-$(SIMVERBS_FABRIC=rdma-core-list-$$ ibv_devices 2>/dev/null |
 			   awk 'NR > 2 { print $1 }')}
-[ -n "$devs" ] || devs="simib0 simroce0"
+[ -n "$devs" ] || [ "$bld" = system ] || devs="simib0 simroce0"
+[ -n "$devs" ] || { echo "no RDMA device (ibv_devices lists none)" >&2; exit 2; }
+# run_tests.py with a result class that also writes each test's outcome (SV_RDMA_OUTCOMES)
+runner=$logs/sv_run_tests.py
+cat >"$runner" <<'PY'
+import os, sys, unittest
+from importlib.machinery import SourceFileLoader
+here = os.getcwd()
+sys.path.insert(0, here)
+from args_parser import parser
+tests = SourceFileLoader('tests', os.path.join(here, '__init__.py')).load_module()
+parser.parse_args()
+out = open(os.environ['SV_RDMA_OUTCOMES'], 'w')
+def one(test, status, reason=''):
+    reason = ' '.join(str(reason).split())
+    out.write('%s\t%s\t%s\n' % (test.id(), status, reason))
+    out.flush()
+class Result(unittest.TextTestResult):
+    def addSuccess(self, t): super().addSuccess(t); one(t, 'ok')
+    def addSkip(self, t, r): super().addSkip(t, r); one(t, 'skip', r)
+    def addFailure(self, t, e): super().addFailure(t, e); one(t, 'fail', e[1])
+    def addError(self, t, e): super().addError(t, e); one(t, 'error', e[1])
+    def addExpectedFailure(self, t, e): super().addExpectedFailure(t, e); one(t, 'ok', 'expected failure')
+    def addUnexpectedSuccess(self, t): super().addUnexpectedSuccess(t); one(t, 'fail', 'unexpected success')
+class Runner(unittest.TextTestRunner):
+    resultclass = Result
+unittest.main(module=tests, testRunner=Runner)
+PY
 set -- -v "$@"	# always verbose: the counts are read from the per-test lines
 status=0
 for dev in $devs; do
 	log=$logs/$dev.log
 	( cd "$src/tests" && SIMVERBS_FABRIC=rdma-core-tests-$$-$dev PYTHONPATH="$src/tests" \
-		$py run_tests.py --dev "$dev" "$@" ) >"$log" 2>&1
+		SV_RDMA_OUTCOMES="$logs/$dev.outcomes.tmp" $py "$runner" --dev "$dev" "$@" ) >"$log" 2>&1
 	rc=$?
+	sort "$logs/$dev.outcomes.tmp" >"$logs/$dev.outcomes" 2>/dev/null
+	rm -f "$logs/$dev.outcomes.tmp"
 	ran=$(sed -n 's/^Ran \([0-9]*\) tests.*/\1/p' "$log")
 	skipped=$(grep -c '\.\.\. skipped' "$log")
 	failed=$(grep -c '^FAIL: ' "$log")

@@ -77,12 +77,15 @@ TESTS += test/simverbs/standin/standin-check
 
 # ---- raw fabric benchmarks ------------------------------------------------------------------
 # Linked against the system libibverbs; at run time LD_LIBRARY_PATH selects simverbs.
-noinst_PROGRAMS += test/simverbs/bench/sv-rawbench test/simverbs/bench/pvm-bw
+noinst_PROGRAMS += test/simverbs/bench/sv-rawbench test/simverbs/bench/pvm-bw \
+	test/simverbs/bench/sv-regprobe
 test_simverbs_bench_sv_rawbench_SOURCES = test/simverbs/bench/sv-rawbench.c \
 	test/simverbs/bench/sb_verbs.c test/simverbs/bench/sb_verbs.h \
 	test/simverbs/bench/sb_common.c test/simverbs/bench/sb_common.h
 test_simverbs_bench_sv_rawbench_CFLAGS = $(AM_CFLAGS) -O2
 test_simverbs_bench_sv_rawbench_LDADD = $(IBVERBS_LIBS)
+test_simverbs_bench_sv_regprobe_SOURCES = test/simverbs/bench/sv-regprobe.c
+test_simverbs_bench_sv_regprobe_LDADD = $(IBVERBS_LIBS)
 test_simverbs_bench_pvm_bw_SOURCES = test/simverbs/bench/pvm-bw.c \
 	test/simverbs/bench/sb_common.c test/simverbs/bench/sb_common.h
 test_simverbs_bench_pvm_bw_CFLAGS = $(AM_CFLAGS) -O2
@@ -97,6 +100,8 @@ SV_TOOLS_CHECKS = \
 	test/simverbs/checks/perftest-write-lat.sh \
 	test/simverbs/checks/perftest-send-bw.sh \
 	test/simverbs/checks/perftest-read-bw.sh \
-	test/simverbs/checks/rawbench.sh
-EXTRA_DIST += $(SV_TOOLS_CHECKS) test/simverbs/checks/lib.sh test/simverbs/checks/perftest-lib.sh
+	test/simverbs/checks/rawbench.sh \
+	test/simverbs/checks/regprobe.sh
+EXTRA_DIST += $(SV_TOOLS_CHECKS) test/simverbs/checks/lib.sh test/simverbs/checks/perftest-lib.sh \
+	test/simverbs/checks/regprobe-rxe.txt
 TESTS += $(SV_TOOLS_CHECKS)
