@@ -9,7 +9,7 @@ test_simverbs_tests_sv_rdmacm_LDADD = -lrdmacm $(IBVERBS_LIBS) -ldl
 TESTS += test/simverbs/tests/sv_rdmacm
 endif
 EXTRA_DIST += test/simverbs/tests/sv_rdmacm.c test/simverbs/rdma-core-tests.sh \
-	test/simverbs/rdma-core-compare.sh
+	test/simverbs/rdma-core-compare.sh test/simverbs/perftest-probe.sh
 
 # ---- answers third-party software relies on (phys_port_cnt_ex, create flags,
 # sysfs EINVAL, identity, atomics)
