@@ -95,6 +95,21 @@ double e2e_now(void);
 long e2e_eager_max(void);
 /* Index of the device whose name starts with prefix, or -1. */
 int e2e_find_dev(struct e2e_net *n, const char *prefix);
+/* Real-device mode (test/device/run.sh): NV_TEST_DEVICES="D0[,D1]" names the
+ * system's devices the test runs on instead of simverbs' simib0/simroce0/...
+ * e2e_real: how many it names (0: simverbs, the make check run). e2e_real_dev:
+ * the i-th name, NULL past the end. e2e_dev: the device to use where a test
+ * names simverbs' `sim`: the first real device in that mode, else `sim`.
+ * e2e_ndevs: how many entries of a list of n simverbs devices (one per link
+ * layer) a test loops over: 1 in that mode (the named device has one link
+ * layer), else n. e2e_skip_real: in that mode, notes that the case `what`
+ * needs simverbs (`why`: fault injection, device limits, ...) and returns 1. */
+#define E2E_MAX_REAL_DEVS 4
+int e2e_real(void);
+const char *e2e_real_dev(int i);
+const char *e2e_dev(const char *sim);
+int e2e_ndevs(int n);
+int e2e_skip_real(const char *what, const char *why);
 /* Connects and accepts from this one thread, interleaved; fails the test on error. */
 void e2e_pair(struct e2e_net *n, int dev, void **sc, void **rc, double timeout_s);
 /* The same with the receiver (listener) on rdev and the sender on sdev. */

@@ -284,7 +284,7 @@ static int crossing(void *arg)
 
 	(void)arg;
 	setenv("SIMVERBS_LATENCY_NS", "2000000", 1);
-	pair_open(&p, "simib0");
+	pair_open(&p, e2e_dev("simib0"));
 	for (r = 0; r < 12; r++) { /* more crossings than the receive queue holds (64) */
 		memset(rbuf, 0xee, 1 << 20);
 		for (i = 0, o = 0; i < N; o += (sizes[i] + 4096 + 64) & ~(size_t)63, i++) {
@@ -326,7 +326,8 @@ static int crossing(void *arg)
 		    e2e_verify(rbuf + 8192, 60, 801) >= 0)
 			E2E_FAIL("crossing grouped receive: sizes %d %d or content wrong", rs[0], rs[1]);
 	}
-	if (crossed < 64)
+	/* the count needs the 2 ms latency simverbs adds; a real device has its own */
+	if (crossed < 64 && !e2e_real())
 		E2E_FAIL("only %d small sends went eager right after their receive (2 ms fabric "
 			 "latency)", crossed);
 	e2e_note("crossing: %d small sends went eager across their clear-to-send", crossed);
@@ -351,11 +352,13 @@ static int gpu_typed(void *arg)
 	int i, rs[8], fsz = 64, d;
 
 	(void)arg;
+	if (e2e_skip_real("gpu-typed", "SIMVERBS_GPUDIRECT offers GPUDirect for host memory"))
+		return 0;
 	snprintf(root, sizeof(root), "/tmp/simverbs-%u/%s", (unsigned)getuid(),
 		 getenv("SIMVERBS_FABRIC") ? getenv("SIMVERBS_FABRIC") : "default");
 	setenv("SIMVERBS_GPUDIRECT", "1", 1);
 	setenv("NCCL_VERBS_GDR_SYSFS_ROOT", root, 1);
-	pair_open(&p, "simib0");
+	pair_open(&p, e2e_dev("simib0"));
 	d = e2e_find_dev(&p.n, "simib0");
 	E2E_OK(e2e_props(&p.n, d, &pr));
 	if (!(pr.ptr_support & NCCL_PTR_CUDA)) {
@@ -404,7 +407,7 @@ static int eager_off(void *arg)
 
 	(void)arg;
 	setenv("NCCL_VERBS_EAGER_MAX", "0", 1);
-	pair_open(&p, "simib0");
+	pair_open(&p, e2e_dev("simib0"));
 	early_send(&p, 0);
 	interleave(&p, 0);
 	pair_close(&p);
@@ -691,7 +694,7 @@ int main(void)
 	mixed("4096", "1", 1);
 	if (e2e_reap(e2e_spawn(NULL, killed_sender, NULL), 60))
 		E2E_FAIL("the killed-sender case failed");
-	pair_open(&p, "simib0");
+	pair_open(&p, e2e_dev("simib0"));
 	credits(&p); /* first: the whole ring is free */
 	early_send(&p, 1);
 	interleave(&p, 1);

@@ -216,7 +216,7 @@ int main(void)
 	r = e2e_open(&n, 12);
 	if (r)
 		return r;
-	dev = e2e_find_dev(&n, "simroce0");
+	dev = e2e_find_dev(&n, e2e_dev("simroce0"));
 	dev = dev < 0 ? 0 : dev;
 	E2E_OK(e2e_props(&n, dev, &p));
 	if (!(p.ptr_support & NCCL_PTR_CUDA)) {

@@ -223,7 +223,7 @@ int main(void)
 	r = e2e_open(&n, 12);
 	if (r)
 		return r;
-	dev = e2e_find_dev(&n, "simroce0");
+	dev = e2e_find_dev(&n, e2e_dev("simroce0"));
 	if (dev < 0)
 		dev = 0;
 	wrong_secret(&n, dev);

@@ -307,13 +307,17 @@ static int run(enum kcase kc, const char *hca)
 
 int main(void)
 {
-	int kc, failed = 0;
+	static const char *const devs[] = { "simib0", "simroce0" };
+	char hca[64];
+	int kc, d, failed = 0;
 
 	alarm(240);
 	setenv("NCCL_VERBS_CONNECT_TIMEOUT_MS", "3000", 1);
 	for (kc = 0; kc < K_NCASES; kc++) {
-		failed += run((enum kcase)kc, "=simib0") != 0;
-		failed += run((enum kcase)kc, "=simroce0") != 0;
+		for (d = 0; d < e2e_ndevs(2); d++) {
+			snprintf(hca, sizeof(hca), "=%s", e2e_dev(devs[d]));
+			failed += run((enum kcase)kc, hca) != 0;
+		}
 	}
 	return failed ? 1 : 0;
 }

@@ -45,6 +45,55 @@ int e2e_find_dev(struct e2e_net *n, const char *prefix)
 	return -1;
 }
 
+/* NV_TEST_DEVICES split at commas, read once (the environment does not change it later). */
+static char e2e_real_buf[256];
+static const char *e2e_real_names[E2E_MAX_REAL_DEVS];
+static int e2e_real_n = -1;
+
+static void e2e_real_parse(void)
+{
+	const char *v = getenv("NV_TEST_DEVICES");
+	char *save = NULL, *tok;
+
+	e2e_real_n = 0;
+	if (!v || !*v)
+		return;
+	snprintf(e2e_real_buf, sizeof(e2e_real_buf), "%s", v);
+	for (tok = strtok_r(e2e_real_buf, ",", &save); tok && e2e_real_n < E2E_MAX_REAL_DEVS;
+	     tok = strtok_r(NULL, ",", &save))
+		e2e_real_names[e2e_real_n++] = tok;
+}
+
+int e2e_real(void)
+{
+	if (e2e_real_n < 0)
+		e2e_real_parse();
+	return e2e_real_n;
+}
+
+const char *e2e_real_dev(int i)
+{
+	return i >= 0 && i < e2e_real() ? e2e_real_names[i] : NULL;
+}
+
+const char *e2e_dev(const char *sim)
+{
+	return e2e_real() ? e2e_real_names[0] : sim;
+}
+
+int e2e_ndevs(int n)
+{
+	return e2e_real() ? 1 : n;
+}
+
+int e2e_skip_real(const char *what, const char *why)
+{
+	if (!e2e_real())
+		return 0;
+	e2e_note("%s: skipped on real devices (%s)", what, why);
+	return 1;
+}
+
 void e2e_pair2(struct e2e_net *n, int rdev, int sdev, void **sc, void **rc, double timeout_s)
 {
 	char handle[E2E_HANDLE_SIZE];

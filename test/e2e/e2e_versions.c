@@ -142,8 +142,8 @@ int main(int argc, char **argv)
 	if (argc == 2)
 		first = last = atoi(argv[1]);
 	for (v = first; v <= last; v++) {
-		for (d = 0; d < 2; d++) {
-			r = run_pair(v, devs[d], v == E2E_LAST_VERSION);
+		for (d = 0; d < e2e_ndevs(2); d++) {
+			r = run_pair(v, e2e_dev(devs[d]), v == E2E_LAST_VERSION);
 			failed += r != 0 && r != 77;
 			skipped += r == 77;
 		}

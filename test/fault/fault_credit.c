@@ -257,12 +257,13 @@ int main(void)
 	rc = fh_open(&f);
 	if (rc)
 		return rc;
-	for (d = 0; d < FH_SIM_NDEVS; d++) {
+	for (d = 0; d < e2e_ndevs(FH_SIM_NDEVS); d++) {
 		int dev = fh_sim_dev(&f, d);
+		const char *name = e2e_dev(fh_sim_devs[d]);
 
-		run_dev(&f, dev, fh_sim_devs[d]);
-		first_release(&f, dev, fh_sim_devs[d]);
-		hostile_grant(&f, dev, fh_sim_devs[d]);
+		run_dev(&f, dev, name);
+		first_release(&f, dev, name);
+		hostile_grant(&f, dev, name);
 	}
 	fh_close(&f);
 	fh_log("PASS");

@@ -241,13 +241,15 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	setenv("NCCL_VERBS_CONNECT_TIMEOUT_MS", "5000", 1);
 	/* The children are forked from here; each loads the plugin itself. */
-	for (d = 0; d < 2; d++) {
+	for (d = 0; d < e2e_ndevs(2); d++) {
+		const char *dname = e2e_dev(devs[d]);
+
 		for (k = K_CONNECT; k <= (strict_connect ? K_CONNECT : K_TRANSFER); k++) {
 			struct peer p;
 			pid_t pid;
 			int st;
 
-			spawn(&p, (enum kcase)k, devs[d]);
+			spawn(&p, (enum kcase)k, dname);
 			pid = fork();
 			FH_CHECK(pid >= 0, "fork");
 			if (pid == 0) {
@@ -256,9 +258,9 @@ int main(int argc, char **argv)
 				rc = fh_open(&f);
 				if (rc)
 					_exit(rc);
-				dev = fh_dev_by_name(&f, devs[d]);
-				FH_CHECK(dev >= 0, "no %s", devs[d]);
-				run(&f, dev, devs[d], (enum kcase)k, &p);
+				dev = fh_dev_by_name(&f, dname);
+				FH_CHECK(dev >= 0, "no %s", dname);
+				run(&f, dev, dname, (enum kcase)k, &p);
 				fh_close(&f);
 				_exit(0);
 			}
@@ -270,7 +272,7 @@ int main(int argc, char **argv)
 			if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 				if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 77)
 					return 77;
-				FH_FAIL("%s on %s: survivor failed (status 0x%x)", knames[k], devs[d], st);
+				FH_FAIL("%s on %s: survivor failed (status 0x%x)", knames[k], dname, st);
 			}
 		}
 	}

@@ -256,14 +256,16 @@ int main(void)
 	rc = fh_open(&f);
 	if (rc)
 		return rc;
-	for (i = 0; i < 2; i++) {
-		if (fh_dev_by_name(&f, devs[i]) < 0) {
-			fh_log("no %s; skipping it", devs[i]);
+	for (i = 0; i < e2e_ndevs(2); i++) {
+		const char *dev = e2e_dev(devs[i]);
+
+		if (fh_dev_by_name(&f, dev) < 0) {
+			fh_log("no %s; skipping it", dev);
 			continue;
 		}
-		run(&f, devs[i], MODE_NONE);
-		run(&f, devs[i], MODE_LISTENER_WORD);
-		run(&f, devs[i], MODE_CONNECTOR_WORD);
+		run(&f, dev, MODE_NONE);
+		run(&f, dev, MODE_LISTENER_WORD);
+		run(&f, dev, MODE_CONNECTOR_WORD);
 	}
 	fh_close(&f);
 	fh_log("PASS");

@@ -157,7 +157,8 @@ static int addr_child(void *arg)
 	if (rc)
 		return rc;
 	FH_OK(f.net->listen(f.ctx, 0, handle, &lc));
-	if (handle[6] == 4 && fh_sv_control("status") >= 0)
+	/* the range rule reads simverbs' RoCE GID table (simroce0) */
+	if (handle[6] == 4 && !e2e_real() && fh_sv_control("status") >= 0)
 		inet_ntop(AF_INET, handle + 16, addr, sizeof(addr));
 	FH_OK(f.net->closeListen(lc));
 	fh_close(&f);
@@ -184,11 +185,12 @@ int main(void)
 	if (addr[0])
 		range_rule(addr);
 	else
-		fh_log("not on simverbs or no IPv4 handshake address: range rule skipped");
+		fh_log("not on simverbs (or real-device mode) or no IPv4 handshake address: range rule "
+		       "skipped");
 	rc = fh_open(&f);
 	if (rc)
 		return rc;
-	dev = fh_dev_by_name(&f, "simroce0");
+	dev = fh_dev_by_name(&f, e2e_dev("simroce0"));
 	secret_rule(&f, dev < 0 ? 0 : dev);
 	fh_close(&f);
 	fh_log("PASS");

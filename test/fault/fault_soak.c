@@ -295,8 +295,8 @@ static int open_devs(struct fh *f, int devs[2])
 
 	if (rc)
 		return rc;
-	devs[0] = fh_dev_by_name(f, "simib0");
-	devs[1] = fh_dev_by_name(f, "simroce0");
+	devs[0] = fh_dev_by_name(f, e2e_dev("simib0"));
+	devs[1] = fh_dev_by_name(f, e2e_dev("simroce0"));
 	if (devs[0] < 0)
 		devs[0] = 0;
 	if (devs[1] < 0)

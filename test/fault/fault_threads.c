@@ -104,8 +104,8 @@ int main(void)
 	rc = fh_open(&F);
 	if (rc)
 		return rc;
-	devs[0] = fh_dev_by_name(&F, "simib0");
-	devs[1] = fh_dev_by_name(&F, "simroce0");
+	devs[0] = fh_dev_by_name(&F, e2e_dev("simib0"));
+	devs[1] = fh_dev_by_name(&F, e2e_dev("simroce0"));
 	if (devs[0] < 0 || devs[1] < 0)
 		devs[0] = devs[1] = 0;
 	t0 = fh_now();

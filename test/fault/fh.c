@@ -224,9 +224,9 @@ const char *const fh_sim_devs[FH_SIM_NDEVS] = { "simib0", "simroce0" };
 
 int fh_sim_dev(struct fh *f, int i)
 {
-	int dev = fh_dev_by_name(f, fh_sim_devs[i]);
+	int dev = fh_dev_by_name(f, e2e_dev(fh_sim_devs[i]));
 
-	FH_CHECK(dev >= 0, "no device %s", fh_sim_devs[i]);
+	FH_CHECK(dev >= 0, "no device %s", e2e_dev(fh_sim_devs[i]));
 	return dev;
 }
 

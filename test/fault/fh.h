@@ -69,7 +69,8 @@ int fh_dev_by_name(struct fh *f, const char *prefix);
 /* simverbs' two default devices, InfiniBand and RoCE, which most tests run on both. */
 #define FH_SIM_NDEVS 2
 extern const char *const fh_sim_devs[FH_SIM_NDEVS];
-/* Index of fh_sim_devs[i] among the plugin's devices; fails the test without it. */
+/* Index of fh_sim_devs[i] (on real devices: e2e_dev's, test/e2e/e2e.h) among the
+ * plugin's devices; fails the test without it. */
 int fh_sim_dev(struct fh *f, int i);
 
 /* ---- recorded WARNs (e2e's logger, or fh's own in raw mode) ------------------ */
