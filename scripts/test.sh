@@ -6,10 +6,32 @@
 # then "failed: NAME ..." naming each failed test (when any), then the plain
 # "N passed, N failed" line over both (also written to
 # $NV_BUILD_DIR/test-results.txt for .ci/run). Exit status: 0 when nothing failed.
+#
+# scripts/test.sh --device D0[,D1] (or NV_TEST_DEVICES=D0[,D1]): after the same
+# set-up and build, the real-device mode instead: the tests that need nothing
+# of simverbs, on those devices of the system (test/device/run.sh,
+# docs/testing-real-devices.md). Further arguments go to run.sh (--only ...).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+devices=${NV_TEST_DEVICES:-}
+case ${1:-} in
+--device) devices=${2:?"--device needs D0[,D1]"}; shift 2 ;;
+--device=*) devices=${1#*=}; shift ;;
+esac
+if [ -z "$devices" ] && [ $# -gt 0 ]; then
+	echo "test.sh: unknown arguments: $* (only --device D0[,D1] [run.sh options])" >&2
+	exit 2
+fi
 "$top/scripts/setup.sh"
 cd "${NV_BUILD_DIR:-$top/build}"
+if [ -n "$devices" ]; then
+	status=0
+	"$top/test/device/run.sh" --build . --device "$devices" --prepare "$@" | tee test-device.out ||
+		status=${PIPESTATUS[0]}
+	tail -n 1 test-device.out | awk '/passed, .* failed, .* skipped$/ {
+		printf "passed=%d failed=%d skipped=%d\n", $1, $3, $5 }' >test-results.txt
+	exit "$status"
+fi
 
 # count_trs STAMP: "pass fail skip xfail" over the automake results written
 # after STAMP (the targets run one after the other).
