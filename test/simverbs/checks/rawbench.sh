@@ -39,7 +39,9 @@ fi
 rawbench() {
 	local tag=$1 nsizes=$2 tests=$3 f=$SV_TMP/$1 n t
 	shift 3
-	if ! timeout "$SV_TIMEOUT" "$RAW" -q -T 20 "$@" >"$f" 2>&1; then
+	# hang guards, not figures: a phase took over 20 s with two spinning processes at
+	# load 14, so a run may take 4 times the checks' usual bound, a phase 60 s
+	if ! timeout "$((4 * SV_TIMEOUT))" "$RAW" -q -T 60 "$@" >"$f" 2>&1; then
 		sv_fail "$tag: sv-rawbench $* failed"; cat "$f"; return
 	fi
 	grep '^#' "$f" | sed "s/^/$SV_NAME: $tag: /"
