@@ -197,14 +197,15 @@ ncclResult_t e2e_props(struct e2e_net *n, int dev, struct e2e_props *p)
 {
 	ncclResult_t r;
 
+	p->max_p2p = 0; /* v6 .. v8 do not report it */
 	switch (n->ver) {
 	case 6: { ncclNetProperties_v6_t q; r = V(6)->getProperties(dev, &q); E2E_COPY_PROPS(p, q); break; }
 	case 7: { ncclNetProperties_v7_t q; r = V(7)->getProperties(dev, &q); E2E_COPY_PROPS(p, q); break; }
 	case 8: { ncclNetProperties_v8_t q; r = V(8)->getProperties(dev, &q); E2E_COPY_PROPS(p, q); break; }
-	case 9: { ncclNetProperties_v9_t q; r = V(9)->getProperties(dev, &q); E2E_COPY_PROPS(p, q); break; }
-	case 10: { ncclNetProperties_v10_t q; r = V(10)->getProperties(dev, &q); E2E_COPY_PROPS(p, q); break; }
-	case 11: { ncclNetProperties_v11_t q; r = V(11)->getProperties(dev, &q); E2E_COPY_PROPS(p, q); break; }
-	default: { ncclNetProperties_v12_t q; r = V(12)->getProperties(dev, &q); E2E_COPY_PROPS(p, q); break; }
+	case 9: { ncclNetProperties_v9_t q; r = V(9)->getProperties(dev, &q); E2E_COPY_PROPS(p, q); p->max_p2p = q.maxP2pBytes; break; }
+	case 10: { ncclNetProperties_v10_t q; r = V(10)->getProperties(dev, &q); E2E_COPY_PROPS(p, q); p->max_p2p = q.maxP2pBytes; break; }
+	case 11: { ncclNetProperties_v11_t q; r = V(11)->getProperties(dev, &q); E2E_COPY_PROPS(p, q); p->max_p2p = q.maxP2pBytes; break; }
+	default: { ncclNetProperties_v12_t q; r = V(12)->getProperties(dev, &q); E2E_COPY_PROPS(p, q); p->max_p2p = q.maxP2pBytes; break; }
 	}
 	return r;
 }

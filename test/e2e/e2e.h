@@ -33,6 +33,7 @@ struct e2e_props {
 	int max_recvs;
 	int speed;
 	int port;
+	size_t max_p2p; /* maxP2pBytes (v9+; 0 where the version has none) */
 };
 
 /* Fatal test failure: prints, then exits 1 (tests are separate processes). */

@@ -18,6 +18,12 @@
 
 static const size_t e2e_sizes[] = { 0, 1, 7, 128, 4095, 4096, 65536, (1 << 20) + 3 };
 static const size_t e2e_big[] = { 16 << 20, 64 << 20 };
+static size_t e2e_max;
+
+void e2e_script_max(size_t max)
+{
+	e2e_max = max;
+}
 
 size_t e2e_script_bufsize(int big)
 {
@@ -31,6 +37,8 @@ static size_t e2e_nsizes(int big, size_t i, size_t *size)
 
 	if (size)
 		*size = i < ns ? e2e_sizes[i] : e2e_big[i - ns];
+	if (size && e2e_max && *size > e2e_max)
+		*size = e2e_max; /* a real device's limit (rxe: 4 writes of 8 MiB) */
 	return ns + nb;
 }
 

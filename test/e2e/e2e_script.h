@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include "e2e.h"
 
+/* The largest message the device takes (maxP2pBytes; NCCL sends no more): the big
+ * sizes are cut down to it (0: no limit). Both sides set the same. */
+void e2e_script_max(size_t max);
 /* Buffer both sides need (registered as one region). */
 size_t e2e_script_bufsize(int big);
 void e2e_script_send(struct e2e_net *n, void *sc, char *buf, void *mh, int big, uint32_t salt);
