@@ -42,7 +42,8 @@ R=$B/rxe
 results=$B/rxe-results.txt
 cache=${NV_RXE_CACHE:-/var/cache/nccl-net-verbs-rxe}
 boot_timeout=${NV_RXE_BOOT_TIMEOUT:-420}	# qemu start to vm-init running
-vm_timeout=${NV_RXE_TIMEOUT:-1080}		# qemu start to power-off
+vm_timeout=${NV_RXE_TIMEOUT:-840}		# qemu start to power-off
+two_timeout=${NV_RXE_TWOHOST_TIMEOUT:-300}	# the two VMs of step twohost, boot included
 t_start=$(date +%s)
 
 say() { echo "check-rxe: $*"; }
@@ -63,6 +64,16 @@ mkdir -p "$R"
 : >"$results"
 [ -x "$B/nccl-net-bench" ] && [ -f "$B/.libs/libnccl-net-verbs.so" ] ||
 	fail "$B is not built (nccl-net-bench, .libs/libnccl-net-verbs.so): run make first"
+
+# The real-device mode's test programs are built here, not under TCG in the VM.
+if [ -x "$top/test/device/run.sh" ] && [ -f "$B/Makefile" ]; then
+	case " ${NV_RXE_STEPS:-} $([ "${NV_RXE_REALDEV:-0}" = 1 ] && echo realdev) " in
+	*" realdev "*)
+		printf 'check-rxe: building the test programs for the real-device mode... '
+		make -C "$B" -s -j2 check TESTS= >"$R/prepare.log" 2>&1 && echo done ||
+			fail "make check TESTS= failed (see $R/prepare.log)" ;;
+	esac
+fi
 
 # ---- host tools ---------------------------------------------------------------
 # command:package; the VM runs the host's binaries, so the verbs tools and the
@@ -102,7 +113,7 @@ busybox=$(static_busybox) || skip "no static busybox after installing busybox-st
 
 # ---- kernel ---------------------------------------------------------------------
 # The modules the VM loads; their dependencies are added, in order, by modprobe.
-modules=(virtio_pci 9pnet_virtio 9p veth crc32_generic ib_uverbs rdma_rxe)
+modules=(virtio_pci 9pnet_virtio 9p virtio_net veth crc32_generic ib_uverbs rdma_rxe)
 mkdir -p "$cache/debs" "$cache/kernel" || skip "cannot create the cache $cache"
 # kernel_pkg: the versioned package linux-image-amd64 depends on, and its version.
 kernel_pkg() {
@@ -114,7 +125,7 @@ kernel_pkg() {
 read -r kpkg kver < <(kernel_pkg || { [ "$(id -u)" -ne 0 ] || apt-get -q -o DPkg::Lock::Timeout=600 update >>"$R/host-packages.log" 2>&1; kernel_pkg; })
 kdir=
 if [ -n "${kpkg:-}" ] && [ -n "${kver:-}" ]; then
-	kdir=$cache/kernel/${kpkg}_$kver
+	kdir=$cache/kernel/${kpkg}_${kver}_$(echo "${modules[*]}" | sha256sum | cut -c1-8)
 	if [ ! -s "$kdir/order" ]; then
 		printf 'check-rxe: preparing the kernel %s %s... ' "$kpkg" "$kver"
 		t0=$(date +%s)
@@ -199,16 +210,28 @@ say "kernel ${kdir##*/}, initramfs ${initrd##*/}, prepared in $(elapsed) s"
 	done
 	printf 'export NV_RXE_TIMEOUT=%q\n' "$vm_timeout"
 } >"$R/vm.env"
-mem=${NV_RXE_MEM:-2048}
-smp=${NV_RXE_SMP:-2}
-qemu=(qemu-system-x86_64 -machine q35 -accel tcg -cpu max -smp "$smp" -m "$mem"
-	-nographic -no-reboot -nic none -monitor none -serial "file:$R/console.log"
+# qemu_common: the machine, the kernel and initramfs, the host's root and
+# the build tree; append: the kernel command line (nv_role=A|B added for the
+# two VMs of step twohost).
+qemu_common=(qemu-system-x86_64 -machine q35 -accel tcg -cpu max -nographic -no-reboot -monitor none
 	-kernel "$kdir/vmlinuz" -initrd "$initrd"
-	-append "console=ttyS0 quiet panic=-1 mitigations=off nv_src=$top nv_build=$B"
 	-fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
 	-device "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot"
 	-fsdev "local,id=build,path=$B,security_model=none,multidevs=remap"
 	-device "virtio-9p-pci,fsdev=build,mount_tag=build")
+append="console=ttyS0 quiet panic=-1 mitigations=off nv_src=$top nv_build=$B"
+# twohost runs in two VMs of its own (after the main one); the main VM runs the
+# rest, and does not boot when nothing is left for it
+want_steps=${NV_RXE_STEPS:-all}
+two=0
+case " $want_steps " in *" all "* | *" twohost "*) two=1 ;; esac
+main_steps=$(tr ' ' '\n' <<<"$want_steps" | grep -vx 'twohost' | tr '\n' ' ' | sed 's/ *$//')
+boot_s=- vm_s=0 timed_out=0
+if [ -n "$main_steps" ] || [ -n "${NV_RXE_CMD:-}" ]; then
+mem=${NV_RXE_MEM:-2048}
+smp=${NV_RXE_SMP:-2}
+qemu=("${qemu_common[@]}" -smp "$smp" -m "$mem" -nic none -serial "file:$R/console.log"
+	-append "$append")
 echo "${qemu[*]}" >"$R/qemu.cmd"
 t_boot=$(date +%s)
 "${qemu[@]}" </dev/null >"$R/qemu.log" 2>&1 &
@@ -254,6 +277,63 @@ fi
 wait "$qpid" 2>/dev/null
 trap - EXIT INT TERM HUP
 vm_s=$(( $(date +%s) - t_boot ))
+
+else
+	echo "$want_steps" >"$R/plan.txt"
+	: >"$R/steps.txt"
+fi
+
+# ---- step twohost: two VMs joined by a link ----------------------------------------
+# A listens for B's connection on a QEMU socket netdev (a virtual Ethernet link
+# between the two virtio NICs); vm-init runs test/rxe/vm-twohost ROLE in each.
+if [ "$two" = 1 ]; then
+	[ -f "$R/plan.txt" ] && ! grep -qw twohost "$R/plan.txt" && sed -i 's/$/ twohost/' "$R/plan.txt"
+	rm -f "$R"/twohost-*
+	t2=$(date +%s)
+	port=$(( 30000 + RANDOM % 20000 ))
+	two_mem=${NV_RXE_TWOHOST_MEM:-1024}
+	net_a=(-netdev "socket,id=n0,listen=127.0.0.1:$port" -device "virtio-net-pci,netdev=n0,mac=52:54:00:79:00:01")
+	net_b=(-netdev "socket,id=n0,connect=127.0.0.1:$port" -device "virtio-net-pci,netdev=n0,mac=52:54:00:79:00:02")
+	say "step twohost: booting two VMs (1 CPU, $two_mem MiB each) joined by a socket link on port $port"
+	"${qemu_common[@]}" -smp 1 -m "$two_mem" -serial "file:$R/twohost-console-A.log" "${net_a[@]}" \
+		-append "$append nv_role=A" </dev/null >"$R/twohost-qemu-A.log" 2>&1 &
+	pa=$!
+	pb=
+	trap 'kill $pa $pb 2>/dev/null' EXIT
+	trap 'kill $pa $pb 2>/dev/null; exit 130' INT TERM HUP
+	for i in $(seq 1 20); do	# B connects to A's listening socket, once it listens
+		sleep 1
+		ss -Hltn "sport = :$port" | grep -q . || continue
+		"${qemu_common[@]}" -smp 1 -m "$two_mem" -serial "file:$R/twohost-console-B.log" "${net_b[@]}" \
+			-append "$append nv_role=B" </dev/null >"$R/twohost-qemu-B.log" 2>&1 &
+		pb=$!
+		break
+	done
+	while [ -n "$pb" ] && [ $(( $(date +%s) - t2 )) -lt "$two_timeout" ] &&
+		{ kill -0 "$pa" 2>/dev/null || kill -0 "$pb" 2>/dev/null; }; do
+		[ -s "$R/twohost-A.rc" ] && [ -s "$R/twohost-B.rc" ] && break
+		sleep 1
+	done
+	kill $pa $pb 2>/dev/null
+	sleep 2
+	kill -9 $pa $pb 2>/dev/null
+	wait $pa $pb 2>/dev/null
+	trap - EXIT INT TERM HUP
+	res=PASS reason=
+	for r in B A; do	# (A checks the values: its line is the reason shown)
+		if [ -s "$R/twohost-$r.rc" ]; then
+			read -r rc why <"$R/twohost-$r.rc"
+			[ "$rc" = 0 ] || { res=FAIL reason="$why"; break; }
+			reason=$why
+		else
+			res=FAIL
+			if [ -z "$pb" ]; then reason="VM B could not connect to A's link (port $port; see $R/twohost-qemu-A.log)"
+			else reason="VM $r gave no verdict within ${two_timeout} s (NV_RXE_TWOHOST_TIMEOUT; see $R/twohost-console-$r.log, twohost-$r.log)"; fi
+			break
+		fi
+	done
+	echo "twohost $res $(( $(date +%s) - t2 )) $reason" | tee -a "$R/steps.txt" | sed 's/^/  step /'
+fi
 
 # ---- results --------------------------------------------------------------------
 p=0 f=0 s=0 x=0
