@@ -2,10 +2,12 @@
  * device.c - discovery of ACTIVE IB/RoCE ports, the refcounted global device
  * table, virtual NICs, the per-port GID cache and PD refcounts. The
  * properties NCCL sees are in props.c, the async-event thread in event.c,
- * GPUDirect detection in gdr.c and the pure decisions (NCCL_IB_HCA, speed,
- * GID rule) in select.c.
+ * GPUDirect detection in gdr.c, the pure decisions (NCCL_IB_HCA, speed, GID
+ * rule) in select.c, and the bring-up and teardown of the whole set (the
+ * refcount, each HCA's GPUDirect probe, registration cache and event thread)
+ * in devset.c, which calls the steps here.
  *
- * Locking: nv_dev_lock serializes init/fini/makeVDevice. Readers (devices,
+ * Locking: nv_dev_lock (nv_devices_lock) serializes init/fini/makeVDevice. Readers (devices,
  * getProperties, the comm layer) only run between init and fini, while the
  * table is stable; makeVDevice appends a fully built entry and then publishes
  * the new count (release), so concurrent readers see either count.
@@ -22,13 +24,10 @@
 #include <sys/socket.h>
 
 #include "device.h"
-#include "event.h"
 #include "ibv.h"
-#include "mr.h"
 #include "param.h"
 
 static pthread_mutex_t nv_dev_lock = PTHREAD_MUTEX_INITIALIZER;
-static int nv_refs;
 static int nv_nhca;
 static struct nv_hca *nv_hcas[NV_MAX_DEVS];
 static int nv_ndev;
@@ -155,28 +154,11 @@ err_free:
 	return st;
 }
 
-/* Second half of HCA bring-up, only for HCAs with at least one kept port. */
-static nv_status_t nv_hca_start(struct nv_hca *h)
-{
-	nv_status_t st;
-
-	h->relaxed_ordering = nv_relaxed_ordering_allowed(h->name);
-	NV_CHECK_GOTO(nv_gdr_detect(h), st, err);
-	NV_CHECK_GOTO(nv_mr_hca_init(h), st, err);
-	NV_CHECK_GOTO(nv_event_start(h), st, err_mr);
-	return NV_OK;
-err_mr:
-	nv_mr_hca_fini(h);
-err:
-	return st;
-}
-
+/* An HCA's event thread and registration cache were stopped (devset.c), or never started. */
 static void nv_hca_close(struct nv_hca *h)
 {
 	if (!h)
 		return;
-	nv_event_stop(h);
-	nv_mr_hca_fini(h);
 	if (h->pd_refs)
 		NV_WARN("%s: %d PD reference(s) still held at teardown (a comm was not closed)",
 			h->name, h->pd_refs);
@@ -383,9 +365,10 @@ static nv_status_t nv_scan_hca(struct ibv_device *idev, const struct nv_hca_filt
 		nv_hca_close(h);
 		return NV_OK;
 	}
+	h->relaxed_ordering = nv_relaxed_ordering_allowed(h->name);
 	h->order = nv_nhca;
 	nv_hcas[nv_nhca++] = h;
-	return nv_hca_start(h);
+	return NV_OK;
 err:
 	nv_hca_close(h);
 	return st;
@@ -501,7 +484,7 @@ static nv_status_t nv_planes_index(void)
 	return NV_OK;
 }
 
-static nv_status_t nv_devs_finish(void)
+nv_status_t nv_devices_finish(void)
 {
 	nv_devs_drop_gidless();
 	if (nv_ndev == 0) {
@@ -544,13 +527,10 @@ static nv_status_t nv_devs_finish(void)
 	return NV_OK;
 }
 
-static void nv_devices_free(void)
+void nv_devices_free(void)
 {
 	if (nv_vdevs && atomic_load(&nv_nvdev) > 0)
 		nv_vdevs_save();
-	/* Event threads read the device table (GID_CHANGE): stop them first. */
-	for (int i = 0; i < nv_nhca; i++)
-		nv_event_stop(nv_hcas[i]);
 	for (int i = 0; i < nv_ndev; i++) {
 		pthread_mutex_destroy(&nv_devs[i]->gid_lock);
 		free(nv_devs[i]);
@@ -567,7 +547,7 @@ static void nv_devices_free(void)
 	nv_vdevs = NULL;
 }
 
-static nv_status_t nv_discover(void)
+nv_status_t nv_devices_scan(void)
 {
 	struct ibv_device **list = NULL;
 	struct nv_hca_filter filter;
@@ -600,34 +580,30 @@ static nv_status_t nv_discover(void)
 		st = NV_ERR_SYSTEM;
 		goto err;
 	}
-	st = nv_devs_finish();
-	if (st == NV_OK)
-		return NV_OK;
+	return NV_OK;
 err:
 	nv_ibv_free_device_list(list);
-	nv_devices_free();
 	return st;
 }
 
-nv_status_t nv_devices_init(void)
+void nv_devices_lock(void)
 {
-	nv_status_t st = NV_OK;
-
 	pthread_mutex_lock(&nv_dev_lock);
-	if (nv_refs == 0)
-		st = nv_discover();
-	if (st == NV_OK)
-		nv_refs++;
-	pthread_mutex_unlock(&nv_dev_lock);
-	return st;
 }
 
-void nv_devices_fini(void)
+void nv_devices_unlock(void)
 {
-	pthread_mutex_lock(&nv_dev_lock);
-	if (nv_refs > 0 && --nv_refs == 0)
-		nv_devices_free();
 	pthread_mutex_unlock(&nv_dev_lock);
+}
+
+int nv_hca_count(void)
+{
+	return nv_nhca;
+}
+
+struct nv_hca *nv_hca_get(int index)
+{
+	return (index >= 0 && index < nv_nhca) ? nv_hcas[index] : NULL;
 }
 
 bool nv_devices_busy(void)

@@ -4,7 +4,7 @@
  * GPUDirect detection (gdr.c) and the per-HCA async-event thread.
  *
  * Ownership: the global device table is created by the first nv_devices_init()
- * and destroyed by the matching last nv_devices_fini() (refcounted, so
+ * and destroyed by the matching last nv_devices_fini() (devset.h; refcounted, so
  * per-communicator init/finalize and library reload work). Between those calls
  * struct nv_hca / nv_dev / nv_vdev pointers stay valid and their descriptive
  * fields are read-only; the fields marked "locked" or "atomic" are not.
@@ -173,9 +173,18 @@ struct nv_ctx {
 	int traffic_class;      /* NCCL_NET_TRAFFIC_CLASS_UNDEF (-1) or 0..255 */
 };
 
-/* ---- global table (device.c) -------------------------------------------- */
-nv_status_t nv_devices_init(void);  /* refcounted; first call discovers */
-void nv_devices_fini(void);         /* last call tears everything down */
+/* ---- global table (device.c; set up and torn down by devset.c) ------------ */
+/* The steps of nv_devices_init/fini (devset.c), under nv_devices_lock: */
+void nv_devices_lock(void);         /* serializes init, fini and makeVDevice */
+void nv_devices_unlock(void);
+/* Opens every device with a usable port (NCCL_IB_HCA): the HCAs and their ports. */
+nv_status_t nv_devices_scan(void);
+/* Once the HCAs are started: drops GID-less ports, orders the table, one vNIC per port. */
+nv_status_t nv_devices_finish(void);
+/* Frees the table and closes the HCAs (their event threads and caches stopped). */
+void nv_devices_free(void);
+int nv_hca_count(void);
+struct nv_hca *nv_hca_get(int index);          /* NULL if out of range */
 bool nv_devices_busy(void);         /* a PD or registration is still held */
 int nv_dev_count(void);
 struct nv_dev *nv_dev_get(int index);          /* NULL if out of range */

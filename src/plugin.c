@@ -23,6 +23,7 @@
 #include "failover.h"
 #include "plugin.h"
 #include "device.h"
+#include "devset.h"
 #include "log.h"
 #include "mr.h"
 #include "nv_api.h"

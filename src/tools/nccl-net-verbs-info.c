@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "device.h"
+#include "devset.h"
 #include "ibv.h"
 #include "mr.h"
 #include "param.h"

@@ -15,6 +15,7 @@
 
 #include "nvtest.h"
 #include "device.h"
+#include "devset.h"
 #include "event.h"
 #include "mr.h"
 #include "param.h"

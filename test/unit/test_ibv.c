@@ -11,6 +11,7 @@
 
 #include "nvtest.h"
 #include "device.h"
+#include "devset.h"
 #include "ibv.h"
 #include "mr.h"
 #include "param.h"

@@ -16,6 +16,7 @@
 
 #include "comm.h"
 #include "device.h"
+#include "devset.h"
 #include "event.h"
 #include "ibv.h"
 #include "nv_api.h"

@@ -36,6 +36,7 @@
 
 #include "comm.h"
 #include "device.h"
+#include "devset.h"
 #include "ibv.h"
 #include "nv_api.h"
 #include "param.h"
