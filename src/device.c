@@ -26,6 +26,7 @@
 #include "device.h"
 #include "ibv.h"
 #include "param.h"
+#include "select.h"
 
 static pthread_mutex_t nv_dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static int nv_nhca;
@@ -219,13 +220,17 @@ static nv_status_t nv_dev_gid_compute(struct nv_dev *d, struct nv_gid_info *out)
 	nv_status_t st;
 	int n;
 
-	st = nv_gid_policy_from_params(&pol);
+	st = nv_gid_policy_init(&pol, (int)nv_param_int(NV_PARAM_IB_GID_INDEX),
+				(int)nv_param_int(NV_PARAM_IB_ROCE_VERSION_NUM),
+				nv_param_str(NV_PARAM_IB_ADDR_FAMILY), nv_param_str(NV_PARAM_IB_ADDR_RANGE));
 	if (st == NV_OK)
 		st = nv_dev_gid_table(d, &tbl, &n);
 	if (st != NV_OK)
 		return st;
 	if (d->link_layer == IBV_LINK_LAYER_INFINIBAND)
-		pol.forced_index = nv_ib_gid_index(tbl, n); /* GID 0, or the routable FLID one */
+		/* GID 0, or the routable FLID one */
+		pol.forced_index = nv_ib_gid_index(tbl, n,
+						   (int)nv_param_int(NV_PARAM_IB_ROUTABLE_FLID_GID_INDEX));
 	nv_gid_select(tbl, n, &pol, out);
 	free(tbl);
 	if (d->link_layer == IBV_LINK_LAYER_INFINIBAND && out->index >= 0) {

@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 
 #include "param.h"
-#include "device.h"
+#include "select.h"
 
 static const char *nv_check_family(const char *v);
 static const char *nv_check_range(const char *v);

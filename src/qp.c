@@ -22,6 +22,7 @@
 #include "mr.h"
 #include "nv_api.h"
 #include "param.h"
+#include "select.h"
 
 static size_t nv_comm_ctrl_size(int type)
 {

@@ -9,6 +9,7 @@
 
 #include "device.h"
 #include "param.h"
+#include "select.h"
 
 int nv_vdev_roce_gids(int dev, uint8_t (*gids)[16], int n)
 {

@@ -1,6 +1,7 @@
 /*
  * select.c - the device layer's pure decisions, testable without devices:
  * NCCL_IB_HCA parsing and matching, port speed, RoCE GID auto-selection.
+ * Reads no parameter: the callers pass the knobs' values in (select.h).
  */
 #include "config.h"
 
@@ -12,9 +13,8 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "device.h"
-#include "param.h"
 #include "ibv.h"
+#include "select.h"
 
 /* ---- NCCL_IB_HCA ---------------------------------------------------------- */
 
@@ -170,9 +170,9 @@ uint16_t nv_gid_ib_subnet(const uint8_t raw[16])
 	return (uint16_t)(raw[6] << 8 | raw[7]);
 }
 
-int nv_ib_gid_index(const struct nv_gid_entry *tbl, int n)
+int nv_ib_gid_index(const struct nv_gid_entry *tbl, int n, int routable)
 {
-	int r = (int)nv_param_int(NV_PARAM_IB_ROUTABLE_FLID_GID_INDEX);
+	int r = routable;
 
 	if (r > 0 && r < n && tbl[r].readable && nv_gid_flid(tbl[r].gid.raw))
 		return r;
@@ -264,14 +264,12 @@ nv_status_t nv_gid_parse_range(const char *s, struct nv_gid_policy *pol)
 	return NV_OK;
 }
 
-nv_status_t nv_gid_policy_from_params(struct nv_gid_policy *pol)
+nv_status_t nv_gid_policy_init(struct nv_gid_policy *pol, int forced, int roce, const char *fam,
+			       const char *range)
 {
-	const char *fam = nv_param_str(NV_PARAM_IB_ADDR_FAMILY);
-	const char *range = nv_param_str(NV_PARAM_IB_ADDR_RANGE);
-
 	memset(pol, 0, sizeof(*pol));
-	pol->forced_index = (int)nv_param_int(NV_PARAM_IB_GID_INDEX);
-	pol->roce_version = (int)nv_param_int(NV_PARAM_IB_ROCE_VERSION_NUM);
+	pol->forced_index = forced;
+	pol->roce_version = roce;
 	pol->family = (fam && !strcasecmp(fam, "AF_INET6")) ? AF_INET6 : AF_INET;
 	if (!range)
 		return NV_OK;

@@ -21,6 +21,7 @@
 #include "ibv.h"
 #include "mr.h"
 #include "param.h"
+#include "select.h"
 
 static void usage(FILE *out)
 {

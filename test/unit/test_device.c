@@ -19,6 +19,7 @@
 #include "event.h"
 #include "mr.h"
 #include "param.h"
+#include "select.h"
 
 static int init_with(const char *const *env)
 {

@@ -12,6 +12,7 @@
 #include "nvtest.h"
 #include "device.h"
 #include "param.h"
+#include "select.h"
 
 static bool keep(const char *spec, const char *name, int port)
 {
@@ -225,23 +226,20 @@ static void test_gid_version_preference(void)
 	CHECK(nv_gid_family(&t[1].gid) == AF_INET && nv_gid_is_valid(&t[1].gid));
 }
 
-static void test_gid_policy_params(void)
+static void test_gid_policy_init(void)
 {
-	const char *env[] = { "NCCL_IB_ADDR_FAMILY=AF_INET6", "NCCL_IB_ADDR_RANGE=10.0.0.0/8",
-			      NULL };
-	const char *env2[] = { "NCCL_IB_ADDR_RANGE=10.0.0.0/8", "NCCL_IB_GID_INDEX=4",
-			       "NCCL_IB_ROCE_VERSION_NUM=1", NULL };
 	struct nv_gid_policy p;
 
-	CHECK(nv_param_load_from(nvt_env, env) == NV_OK);
 	nvt_log_clear();
-	CHECK(nv_gid_policy_from_params(&p) == NV_ERR_USAGE); /* family mismatch */
+	CHECK(nv_gid_policy_init(&p, -1, 2, "AF_INET6", "10.0.0.0/8") == NV_ERR_USAGE); /* family mismatch */
 	CHECK(strstr(nvt_warns, "NCCL_IB_ADDR_FAMILY") != NULL);
-	CHECK(nv_param_load_from(nvt_env, env2) == NV_OK);
-	CHECK(nv_gid_policy_from_params(&p) == NV_OK);
+	CHECK(nv_gid_policy_init(&p, -1, 2, "AF_INET", "10.0.0.0/") == NV_ERR_USAGE);
+	CHECK(strstr(nvt_warns, "not a CIDR") != NULL);
+	CHECK(nv_gid_policy_init(&p, 4, 1, NULL, "10.0.0.0/8") == NV_OK);
 	CHECK(p.forced_index == 4 && p.roce_version == 1 && p.family == AF_INET);
 	CHECK(p.range_family == AF_INET && p.range_prefix == 8 && p.range_addr[0] == 10);
-	nv_param_reset();
+	CHECK(nv_gid_policy_init(&p, -1, 2, "af_inet6", NULL) == NV_OK);
+	CHECK(p.forced_index == -1 && p.family == AF_INET6 && p.range_family == 0);
 }
 
 /* NCCL's subnet test, the IB GID fields, the routable-FLID index, transports. */
@@ -267,10 +265,11 @@ static void test_routing_helpers(void)
 	CHECK(nv_gid_flid(a.gid.raw) == 0x201 && nv_gid_ib_subnet(a.gid.raw) == 2);
 	gid_v6(&t[0], "fe80::1", 0);
 	t[1] = a;
-	CHECK(nv_ib_gid_index(t, 2) == 1); /* NCCL_IB_ROUTABLE_FLID_GID_INDEX default 1 */
-	CHECK(nv_ib_gid_index(t, 1) == 0);
+	CHECK(nv_ib_gid_index(t, 2, 1) == 1); /* NCCL_IB_ROUTABLE_FLID_GID_INDEX default 1 */
+	CHECK(nv_ib_gid_index(t, 1, 1) == 0);
+	CHECK(nv_ib_gid_index(t, 2, 0) == 0); /* the knob at 0: GID 0 */
 	t[1].gid.raw[4] = t[1].gid.raw[5] = 0;
-	CHECK(nv_ib_gid_index(t, 2) == 0); /* no FLID there */
+	CHECK(nv_ib_gid_index(t, 2, 1) == 0); /* no FLID there */
 
 	CHECK(nv_transport_skip_reason(IBV_TRANSPORT_IB) == NULL);
 	CHECK(strstr(nv_transport_skip_reason(IBV_TRANSPORT_IWARP), "iWARP") != NULL);
@@ -286,6 +285,6 @@ int main(void)
 	test_gid_typical();
 	test_gid_range_and_holes();
 	test_gid_version_preference();
-	test_gid_policy_params();
+	test_gid_policy_init();
 	return nvt_exit("test_select");
 }
