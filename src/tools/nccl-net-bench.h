@@ -2,14 +2,17 @@
  * nccl-net-bench.h - internal interfaces of nccl-net-bench, a benchmark that
  * loads any ncclNet plugin and drives it the way NCCL's proxy does.
  *
- * Layers (one file each):
+ * Layers (one file each; each calls only the files listed above it):
+ *   nccl-net-bench.c         errors, the clock, the run's deadline (nb_err, nb_now, ...)
+ *   nccl-net-bench-ncclib.c  NCCL's own IB transport, loaded as a plugin (nb_net_load_nccl_ib)
  *   nccl-net-bench-net.c     plugin loading, v6..v12 adapters, logger (nb_net_*)
  *   nccl-net-bench-oob.c     launcher (--np fork), TCP rendezvous, OOB collectives (nb_oob_*)
  *   nccl-net-bench-engine.c  connections, slot pipeline, progress loop (nb_conn_*, nb_run)
- *   nccl-net-bench-tests.c   sendrecv, latency, multirecv plans (nb_test_*)
  *   nccl-net-bench-ar.c      ring allreduce plan with NCCL chunking (nb_ar_*)
+ *   nccl-net-bench-tests.c   sendrecv, latency, multirecv plans (nb_test_*)
  *   nccl-net-bench-out.c     table, CSV, SVG (nb_out_*)
- *   nccl-net-bench.c         options, per-size driver, main
+ *   nccl-net-bench-self.c    --self: one process, a loopback pair (nb_self_*)
+ *   nccl-net-bench-main.c    options, per-size driver, main
  */
 #ifndef NCCL_NET_BENCH_H
 #define NCCL_NET_BENCH_H

@@ -1,6 +1,7 @@
 # User-facing tools (owner: B): nccl-net-bench and its tests.
 NB_SOURCES = \
 	src/tools/nccl-net-bench.c \
+	src/tools/nccl-net-bench-main.c \
 	src/tools/nccl-net-bench.h \
 	src/tools/nccl-net-bench-net.c \
 	src/tools/nccl-net-bench-oob.c \
