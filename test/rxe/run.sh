@@ -42,7 +42,7 @@ R=$B/rxe
 results=$B/rxe-results.txt
 cache=${NV_RXE_CACHE:-/var/cache/nccl-net-verbs-rxe}
 boot_timeout=${NV_RXE_BOOT_TIMEOUT:-420}	# qemu start to vm-init running
-vm_timeout=${NV_RXE_TIMEOUT:-840}		# qemu start to power-off
+vm_timeout=${NV_RXE_TIMEOUT:-1020}		# qemu start to power-off
 two_timeout=${NV_RXE_TWOHOST_TIMEOUT:-300}	# the two VMs of step twohost, boot included
 t_start=$(date +%s)
 
