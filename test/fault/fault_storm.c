@@ -39,6 +39,29 @@
 #define INFLIGHT 8
 #define TIMEOUT_MS 5000
 
+/*
+ * How many times over the CPUs are busy (1-minute load average per online
+ * CPU, at least 1). NMANY connectors handshake at once against one accepting
+ * thread; on a machine whose CPUs other work already fills, each connector's
+ * "no progress" deadline is stretched by this factor. What is checked (every
+ * connector connects) does not change.
+ */
+static double load_factor(void)
+{
+	double load = 0;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f) {
+		if (fscanf(f, "%lf", &load) != 1)
+			load = 0;
+		fclose(f);
+	}
+	if (ncpu < 1)
+		ncpu = 1;
+	return load / (double)ncpu > 1.0 ? load / (double)ncpu : 1.0;
+}
+
 static struct fh F;
 
 static socklen_t handle_addr(const char *handle, struct sockaddr_storage *ss)
@@ -405,7 +428,7 @@ int main(void)
 	setenv("NCCL_SOCKET_IFNAME", "lo", 0);
 	pid = e2e_spawn(NULL, backlog_child, NULL); /* first: no plugin loaded yet */
 	FH_CHECK(e2e_reap(pid, 60 * fh_scale()) == 0, "the backlog child failed");
-	snprintf(tmo, sizeof(tmo), "%d", (int)(TIMEOUT_MS * fh_scale()));
+	snprintf(tmo, sizeof(tmo), "%d", (int)(TIMEOUT_MS * fh_scale() * load_factor()));
 	setenv("NCCL_VERBS_CONNECT_TIMEOUT_MS", tmo, 1);
 	rc = fh_open(&F);
 	if (rc)
