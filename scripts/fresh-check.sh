@@ -234,7 +234,20 @@ if want test; then
 	echo "== scripts/test.sh (in the fresh root)"
 	t=$(date +%s) rc=0
 	run_bg in_root timeout 2400 sh -c "cd $src && scripts/test.sh" >"$logs/test.log" 2>&1 || rc=$?
-	grep -E '^(make check:|check-extra:|[0-9]+ passed, [0-9]+ failed$)' "$logs/test.log" | sed 's/^/  /' || true
+	grep -E '^(make check:|check-extra:|failed: |[0-9]+ passed, [0-9]+ failed$)' "$logs/test.log" | sed 's/^/  /' || true
+	# a failure is shown where CI prints it: the end of each failed test's log
+	# (test.sh's "==== NAME.log" sections), at most 40 lines of each
+	[ "$rc" -eq 0 ] || awk '
+		function flush(  i) {
+			if (name == "") return
+			print "    " name
+			for (i = (n > 40 ? n - 40 : 0); i < n; i++) print "    " l[i % 40]
+			name = ""
+		}
+		/^==== .*\.log$/ { flush(); name = $0; n = 0; next }
+		/^(make check:|check-extra:)/ { flush() }
+		name != "" { l[n % 40] = $0; n++ }
+		END { flush() }' "$logs/test.log" || true
 	verdict test "$rc" "$t"
 fi
 
