@@ -294,6 +294,7 @@ static int sv_fill_port(struct sv_context *c, uint8_t port, struct ibv_port_attr
 	if (port < 1 || port > d->nports)
 		return EINVAL;
 	pt = &d->ports[port - 1];
+	sv_gid_sync((struct sv_device *)d);
 	memset(a, 0, sizeof(*a));
 	a->state = sv_port_state(d, port);
 	a->max_mtu = IBV_MTU_4096;
@@ -362,7 +363,9 @@ int ibv_query_port_speed(struct ibv_context *ibctx, uint8_t port, uint64_t *spee
 	if (port < 1 || port > d->nports)
 		return EINVAL;
 	pt = &d->ports[port - 1];
-	mbps = pt->speed_mbps;
+	mbps = d->knobs ? atomic_load(&d->knobs->speed_mbps[port - 1]) : 0;
+	if (!mbps)
+		mbps = pt->speed_mbps;
 	if (!mbps && pt->width < sizeof(lanes) / sizeof(lanes[0]))
 		mbps = (uint64_t)sv_lane_mbps(pt->speed) * lanes[pt->width];
 	if (!mbps)
@@ -379,6 +382,7 @@ static const struct sv_gid *sv_get_gid(struct ibv_context *ibctx, uint32_t port,
 
 	if (port < 1 || port > d->nports || idx >= SV_GID_TBL_LEN)
 		return NULL;
+	sv_gid_sync((struct sv_device *)d);
 	pthread_mutex_lock(&sv_g.port_lock);
 	copy = d->ports[port - 1].gids[idx];
 	pthread_mutex_unlock(&sv_g.port_lock);
@@ -555,6 +559,9 @@ int ibv_get_async_event(struct ibv_context *ibctx, struct ibv_async_event *event
 			return -1;
 		memset(event, 0, sizeof(*event));
 		event->event_type = (enum ibv_event_type)m.type;
+		if (m.type == IBV_EVENT_GID_CHANGE || m.type == IBV_EVENT_PORT_ACTIVE ||
+		    m.type == IBV_EVENT_PORT_ERR)
+			sv_gid_sync(sv_ctx(ibctx)->dev); /* a link-down/up: the table first */
 		if (sv_async_resolve(event, &m))
 			return 0;
 	}

@@ -66,6 +66,18 @@ static struct sv_dev_knobs *sv_knobs_dev(const char *name)
 	return d;
 }
 
+/* An async event to every context on the device (of the calling host). */
+static void sv_dev_event(const char *dev, enum ibv_event_type type, uint32_t port)
+{
+	for (int i = 0; i < SV_MAX_CTX; i++) {
+		struct sv_ctx_ent *c = &sv_g.fab->ctxs[i];
+		int32_t pid = atomic_load(&c->pid);
+
+		if (pid && c->host == sv_g.host && !strcmp(c->dev_name, dev))
+			sv_async_post_remote(pid, c->chan_id, type, port);
+	}
+}
+
 /* Port state change: flag, event to every context on the device, resync. */
 static int sv_cmd_port(const char *dev, const char *port, bool down)
 {
@@ -78,16 +90,73 @@ static int sv_cmd_port(const char *dev, const char *port, bool down)
 		atomic_fetch_or(&d->port_down, 1u << p);
 	else
 		atomic_fetch_and(&d->port_down, ~(1u << p));
-	for (int i = 0; i < SV_MAX_CTX; i++) {
-		struct sv_ctx_ent *c = &sv_g.fab->ctxs[i];
-		int32_t pid = atomic_load(&c->pid);
-
-		if (pid && c->host == sv_g.host && !strcmp(c->dev_name, dev))
-			sv_async_post_remote(pid, c->chan_id,
-					     down ? IBV_EVENT_PORT_ERR : IBV_EVENT_PORT_ACTIVE, p);
-	}
+	sv_dev_event(dev, down ? IBV_EVENT_PORT_ERR : IBV_EVENT_PORT_ACTIVE, p);
 	sv_host_publish();
 	sv_bump_epoch();
+	return 0;
+}
+
+/* This process's tables now; the others' when they next read a GID or an event. */
+static void sv_gid_changed(struct sv_dev_knobs *d, const char *dev, uint32_t p)
+{
+	struct sv_device *sd = sv_dev_by_name(dev);
+
+	atomic_fetch_add(&d->gid_gen, 1);
+	if (sd)
+		sv_gid_sync(sd);
+	sv_dev_event(dev, IBV_EVENT_GID_CHANGE, p);
+}
+
+/*
+ * link-down <dev>[:port]: what a netdev going down does to a RoCE port: the
+ * port DOWN (as port-down) and its address GIDs removed (GID_CHANGE).
+ * link-up: the addresses back, two slots further on than before the last
+ * link-down or back where they were (alternately, see gid.c), GID_CHANGE,
+ * then the port ACTIVE, so a consumer that looks at the GIDs on PORT_ACTIVE
+ * sees the new table.
+ */
+static int sv_cmd_link(const char *dev, const char *port, bool down)
+{
+	struct sv_dev_knobs *d = sv_knobs_dev(dev);
+	struct sv_device *sd = dev ? sv_dev_by_name(dev) : NULL;
+	uint32_t p = port ? (uint32_t)strtoul(port, NULL, 0) : 1;
+
+	if (!d || !sd || p < 1 || p > sd->nports || sd->link_layer != IBV_LINK_LAYER_ETHERNET)
+		return EINVAL;
+	if (down) {
+		if (atomic_fetch_or(&d->addr_gone, 1u << p) & (1u << p))
+			return 0; /* already down */
+		sv_cmd_port(dev, port, true);
+		sv_gid_changed(d, dev, p);
+		return 0;
+	}
+	if (!(atomic_fetch_and(&d->addr_gone, ~(1u << p)) & (1u << p)))
+		return 0; /* not down */
+	atomic_fetch_xor(&d->addr_moved, 1u << p);
+	sv_gid_changed(d, dev, p);
+	return sv_cmd_port(dev, port, false);
+}
+
+/*
+ * port-speed <dev>[:port] <Mb/s>: the speed ibv_query_port_speed reports,
+ * the link's emulated bandwidth (bw-cap of Mb/s / 8 MB/s) and
+ * IBV_EVENT_DEVICE_SPEED_CHANGE (rdma-core 56+; 20, newer than our headers
+ * may be) to every context on the device. 0: the configured speed, no cap.
+ */
+#define SV_EVENT_DEVICE_SPEED_CHANGE 20
+static int sv_cmd_speed(const char *dev, const char *port, const char *mbps)
+{
+	struct sv_dev_knobs *d = sv_knobs_dev(dev);
+	struct sv_device *sd = dev ? sv_dev_by_name(dev) : NULL;
+	uint32_t p = port ? (uint32_t)strtoul(port, NULL, 0) : 1;
+	char *end = NULL;
+	unsigned long v = mbps ? strtoul(mbps, &end, 0) : 0;
+
+	if (!d || !sd || p < 1 || p > sd->nports || !mbps || *end || v > 10000000ul)
+		return EINVAL;
+	atomic_store(&d->speed_mbps[p - 1], (uint32_t)v);
+	atomic_store(&d->bw_mbps, v / 8);
+	sv_dev_event(dev, (enum ibv_event_type)SV_EVENT_DEVICE_SPEED_CHANGE, p);
 	return 0;
 }
 
@@ -240,6 +309,8 @@ static int sv_cmd_reset(void)
 	for (int i = 0; i < SV_MAX_DEV_KNOBS; i++) {
 		atomic_store(&k->dev[i].latency_ns, 0);
 		atomic_store(&k->dev[i].bw_mbps, 0);
+		for (int p = 0; p < SV_MAX_PORTS; p++)
+			atomic_store(&k->dev[i].speed_mbps[p], 0);
 	}
 	return 0;
 }
@@ -305,10 +376,16 @@ int sv_control(const char *cmdline, char *out, size_t outlen)
 		out[0] = '\0';
 	if (!cmd)
 		return EINVAL;
-	if (!strcmp(cmd, "port-down") || !strcmp(cmd, "port-up")) {
+	if (!strcmp(cmd, "port-down") || !strcmp(cmd, "port-up") || !strcmp(cmd, "link-down") ||
+	    !strcmp(cmd, "link-up") || !strcmp(cmd, "port-speed")) {
 		port = a1 ? strchr(a1, ':') : NULL;
 		if (port)
 			*port++ = '\0';
+		if (!strcmp(cmd, "port-speed"))
+			return port ? sv_cmd_speed(a1, port, a2)
+				    : a3 ? sv_cmd_speed(a1, a2, a3) : sv_cmd_speed(a1, NULL, a2);
+		if (!strcmp(cmd, "link-down") || !strcmp(cmd, "link-up"))
+			return sv_cmd_link(a1, port ? port : a2, !strcmp(cmd, "link-down"));
 		return sv_cmd_port(a1, port ? port : a2, !strcmp(cmd, "port-down"));
 	}
 	if (!strcmp(cmd, "qp-error") || !strcmp(cmd, "qp-err-after") ||

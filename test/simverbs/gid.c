@@ -92,6 +92,32 @@ static void sv_gid_add_roce(struct sv_port *pt, const struct sv_nl_link *links, 
 			sv_gid_add_netdev(pt, &links[i], addrs, naddrs);
 }
 
+/*
+ * link-down / link-up (fault.c): a netdev flap takes the port's addresses
+ * away and the kernel removes their GIDs; when they come back they take the
+ * first free slots, which need not be the old ones (another address took
+ * them meanwhile). Modelled as: the address GIDs (everything after the
+ * default pair) gone while bit p of addr_gone is set, and two slots further
+ * on, after two empty ones, while bit p of addr_moved is set (each link-up
+ * toggles it), so a GID index chosen before the flap is wrong after it.
+ */
+static void sv_gid_flap(struct sv_device *dev, struct sv_port *pt)
+{
+	uint32_t bit = 1u << (uint32_t)(pt - dev->ports + 1);
+	struct sv_dev_knobs *k = dev->knobs;
+
+	if (!k || pt->ngids <= 2)
+		return;
+	if (atomic_load(&k->addr_gone) & bit) {
+		memset(&pt->gids[2], 0, sizeof(pt->gids[0]) * (pt->ngids - 2));
+		pt->ngids = 2;
+	} else if ((atomic_load(&k->addr_moved) & bit) && pt->ngids + 2 <= SV_GID_TBL_LEN) {
+		memmove(&pt->gids[4], &pt->gids[2], sizeof(pt->gids[0]) * (pt->ngids - 2));
+		memset(&pt->gids[2], 0, sizeof(pt->gids[0]) * 2);
+		pt->ngids += 2;
+	}
+}
+
 void sv_build_gid_table(struct sv_device *dev, struct sv_port *pt,
 			const struct sv_nl_link *links, int nlinks,
 			const struct sv_nl_addr *addrs, int naddrs)
@@ -102,6 +128,7 @@ void sv_build_gid_table(struct sv_device *dev, struct sv_port *pt,
 	pt->ngids = 0;
 	if (dev->link_layer == IBV_LINK_LAYER_ETHERNET) {
 		sv_gid_add_roce(pt, links, nlinks, addrs, naddrs);
+		sv_gid_flap(dev, pt);
 		return;
 	}
 	memset(&g, 0, sizeof(g));

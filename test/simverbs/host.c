@@ -311,6 +311,20 @@ void sv_host_refresh(bool events)
 		sv_bump_epoch();
 }
 
+void sv_gid_sync(struct sv_device *d)
+{
+	uint32_t gen;
+
+	if (!d->knobs)
+		return;
+	gen = atomic_load(&d->knobs->gid_gen);
+	if (atomic_exchange(&d->gid_gen_seen, gen) == gen)
+		return;
+	sv_host_refresh(false);
+	sv_host_publish();
+	sv_sysfs_ports();
+}
+
 static void *sv_monitor(void *arg)
 {
 	int fd = (int)(intptr_t)arg;

@@ -74,7 +74,8 @@ SV_TEST_PROGS = \
 	test/simverbs/tests/sv_addr \
 	test/simverbs/tests/sv_netdev \
 	test/simverbs/tests/sv_srccheck \
-	test/simverbs/tests/sv_rxe
+	test/simverbs/tests/sv_rxe \
+	test/simverbs/tests/sv_flap
 check_PROGRAMS += $(SV_TEST_PROGS)
 TESTS += $(SV_TEST_PROGS) test/simverbs/tests/sv_ctl.sh
 dist_check_SCRIPTS += test/simverbs/tests/sv_ctl.sh
@@ -93,6 +94,7 @@ test_simverbs_tests_sv_stream_LDADD = $(SV_TEST_LDADD) -lpthread
 test_simverbs_tests_sv_parity_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_srccheck_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_rxe_LDADD = $(SV_TEST_LDADD)
+test_simverbs_tests_sv_flap_LDADD = $(SV_TEST_LDADD)
 
 noinst_PROGRAMS += test/simverbs/simverbs-ctl
 test_simverbs_simverbs_ctl_SOURCES = test/simverbs/ctl.c

@@ -54,7 +54,7 @@
 #define SV_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 #define SV_MAGIC 0x53564642u	/* "SVFB" */
-#define SV_VERSION 7u	/* 7: UD fields in sv_shm_qp */
+#define SV_VERSION 8u	/* 8: link flaps and port speeds in sv_dev_knobs */
 #define SV_STABLE_VERSION 4u
 
 /* ---------------------------------------------------------------- shm */
@@ -130,6 +130,11 @@ struct sv_dev_knobs {
 	_Atomic uint64_t bw_mbps;	/* 0 = unlimited, per port */
 	_Atomic uint64_t latency_ns;	/* added per operation */
 	_Atomic uint64_t err_after;	/* each QP of the device fails its N+1-th op */
+	/* link-down / link-up (RoCE): bit p = port p's address GIDs removed, or
+	 * re-added two slots further on; gid_gen bumped by each, so every process
+	 * of the host rebuilds its GID table before it next reads one */
+	_Atomic uint32_t addr_gone, addr_moved, gid_gen;
+	_Atomic uint32_t speed_mbps[SV_MAX_PORTS];	/* port-speed; 0 = configured */
 };
 
 struct sv_knobs {
@@ -335,6 +340,7 @@ struct sv_device {
 	struct sv_dev_knobs *knobs;	/* in the fabric, once attached */
 	const struct sv_fabric *knobs_fab;	/* the fabric knobs points into */
 	uint64_t bw_busy_until[SV_MAX_PORTS];	/* process-local bw cap clock */
+	_Atomic uint32_t gid_gen_seen;	/* knobs->gid_gen this process's tables follow */
 	unsigned int nobjs[SV_K_NKINDS];	/* this process's objects per kind, vs lim (sv_g.lock) */
 };
 
@@ -623,6 +629,8 @@ bool sv_addr_recheck(struct sv_qp *qp);
 int sv_sysfs_create(void);
 void sv_name_fabric(void);
 void sv_sysfs_ports(void);
+/* Rebuilds this process's GID tables after a link-down/up of another process. */
+void sv_gid_sync(struct sv_device *d);
 void sv_rm_tree(const char *dir);
 
 /* shm.c */
