@@ -189,6 +189,12 @@ static int sv_apply_kv(struct sv_device *d, const char *k, const char *v)
 			return EINVAL;
 		return 0;
 	}
+	if (!strcmp(k, "atomics")) { /* hca (rxe, mlx5) or none (siw) */
+		if (strcasecmp(v, "hca") && strcasecmp(v, "none"))
+			return EINVAL;
+		d->no_atomics = !strcasecmp(v, "none");
+		return 0;
+	}
 	if (!strcmp(k, "pci")) { /* BB:DD.F in hex */
 		unsigned int b, dv, fn;
 

@@ -251,7 +251,7 @@ static void sv_fill_device_attr(const struct sv_device *d, struct ibv_device_att
 	a->max_qp_rd_atom = (int)l->max_qp_rd_atom;
 	a->max_qp_init_rd_atom = (int)l->max_qp_rd_atom;
 	a->max_res_rd_atom = (int)l->max_res_rd_atom;
-	a->atomic_cap = IBV_ATOMIC_NONE;
+	a->atomic_cap = d->no_atomics ? IBV_ATOMIC_NONE : IBV_ATOMIC_HCA;
 	a->max_pkeys = (uint16_t)l->max_pkeys;
 	a->max_srq = (int)l->max_srq;
 	a->max_srq_wr = (int)l->max_srq_wr;

@@ -109,11 +109,7 @@ static void sv_complete(struct sv_qp *qp, uint64_t idx, uint32_t status, uint32_
 
 	if (status == IBV_WC_SUCCESS && !qp->sq_sig_all && !(w->flags & IBV_SEND_SIGNALED))
 		return;
-	switch (w->opcode) {
-	case IBV_WR_RDMA_READ: e.opcode = IBV_WC_RDMA_READ; break;
-	case IBV_WR_SEND: case IBV_WR_SEND_WITH_IMM: e.opcode = IBV_WC_SEND; break;
-	default: e.opcode = IBV_WC_RDMA_WRITE; break;
-	}
+	e.opcode = sv_wc_opcode(w->opcode);
 	if (status != IBV_WC_SUCCESS)
 		e.vendor_err = 0x81;
 	sv_cq_push(qp->scq->ring, &e);
@@ -137,11 +133,11 @@ int sv_local_iovs(struct sv_qp *qp, const struct sv_swqe *w, uint64_t idx, struc
 {
 	const struct ibv_sge *sg = &qp->sq_sge[(idx % qp->sq_cap) *
 					       (qp->cap.max_send_sge ? qp->cap.max_send_sge : 1)];
-	uint32_t need = w->opcode == IBV_WR_RDMA_READ ? IBV_ACCESS_LOCAL_WRITE : 0;
+	uint32_t need = sv_op_fills_local(w->opcode) ? IBV_ACCESS_LOCAL_WRITE : 0;
 
 	io->n = 0;
 	io->any_gpu = false;
-	if (w->flags & IBV_SEND_INLINE && w->opcode != IBV_WR_RDMA_READ) {
+	if (w->flags & IBV_SEND_INLINE && !sv_op_fills_local(w->opcode)) {
 		io->v[0].iov_base = qp->sq_inline + (idx % qp->sq_cap) *
 				    ((size_t)qp->cap.max_inline_data + 1);
 		io->v[0].iov_len = w->length;
@@ -305,6 +301,73 @@ static enum sv_exec sv_access_error(struct sv_qp *qp)
 	return sv_fail(qp, IBV_WC_REM_ACCESS_ERR);
 }
 
+/*
+ * A request the responder cannot take (a READ or atomic with no responder
+ * resources, max_dest_rd_atomic 0; an atomic at an address not 8-byte
+ * aligned): an Invalid Request NAK (IBA 9.7.5.2.2, rxe's
+ * RESPST_ERR_TOO_MANY_RDMA_ATM_REQ and RESPST_ERR_MISALIGNED_ATOMIC); the
+ * responder QP moves to error, the requester gets REM_INV_REQ_ERR.
+ */
+static enum sv_exec sv_invalid_request(struct sv_qp *qp)
+{
+	atomic_store(&qp->peer->state, IBV_QPS_ERR);
+	sv_bump_epoch();
+	return sv_fail(qp, IBV_WC_REM_INV_REQ_ERR);
+}
+
+/*
+ * FETCH_AND_ADD and CMP_AND_SWP (IBA 9.4.5): 8 bytes at an 8-byte aligned
+ * address in a responder MR and QP with REMOTE_ATOMIC; the value found
+ * there returns into the local SGE (8 bytes, checked at post), in host byte
+ * order as rxe and mlx5 on x86 keep it.  The read-modify-write runs under the
+ * fabric's atomic lock, so atomics are atomic with respect to each other
+ * across the fabric (IBV_ATOMIC_HCA; a CPU store to the word may interleave,
+ * as on hardware).  WQEs execute in order, so every earlier write of the QP
+ * is visible before the atomic's effect.
+ */
+static enum sv_exec sv_do_atomic(struct sv_qp *qp, struct sv_swqe *w, struct sv_iovs *lio,
+				 uint64_t now)
+{
+	const struct sv_shm_mr *m = sv_mr_lookup(w->rkey);
+	uint64_t va, old = 0, val;
+	struct sv_iovs r, v;
+	int rc;
+
+	if ((w->remote_addr & 7) || !qp->peer->max_dest_rd_atomic)
+		return sv_invalid_request(qp);
+	if (sv_mr_check(m, w->rkey, qp->peer_pid, qp->peer->pd_id, w->remote_addr, 8,
+			IBV_ACCESS_REMOTE_ATOMIC, &va) ||
+	    !(atomic_load_explicit(&qp->peer->access, memory_order_relaxed) &
+	      IBV_ACCESS_REMOTE_ATOMIC))
+		return sv_access_error(qp);
+	r.n = 0;
+	r.any_gpu = false;
+	sv_iov_add(&r, m, va, 8);
+	v.n = 1;
+	v.any_gpu = false;
+	v.gpu[0] = 0;
+	v.v[0].iov_base = &old;
+	v.v[0].iov_len = 8;
+	if (sv_atomic_lock())
+		return sv_fail(qp, IBV_WC_GENERAL_ERR);
+	rc = sv_xfer(qp->peer_pid, false, &v, &r);
+	val = w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? old + w->compare_add :
+	      old == w->compare_add ? w->swap : old;
+	if (!rc && val != old) {
+		v.v[0].iov_base = &val;
+		v.v[0].iov_len = 8;
+		rc = sv_xfer(qp->peer_pid, true, &v, &r);
+	}
+	sv_atomic_unlock();
+	if (rc)
+		return rc == ESRCH ? sv_unreachable(qp, w, now) : sv_access_error(qp);
+	v.v[0].iov_base = &old;
+	v.v[0].iov_len = 8;
+	if (sv_xfer(sv_g.pid, false, lio, &v))
+		return sv_fail(qp, IBV_WC_LOC_PROT_ERR);
+	return SV_DONE;
+}
+
 /* Builds the responder iovecs for a SEND from its receive WQE. */
 static int sv_recv_iovs(struct sv_qp *qp, const struct sv_rwqe *rw,
 			const struct sv_rwqe_sge *sg, uint32_t len, struct sv_iovs *io)
@@ -383,6 +446,8 @@ static enum sv_exec sv_do_rdma(struct sv_qp *qp, struct sv_swqe *w, struct sv_io
 	uint64_t va = 0;
 	int rc;
 
+	if (rd && !qp->peer->max_dest_rd_atomic)
+		return sv_invalid_request(qp);
 	if (w->length && (sv_mr_check(m, w->rkey, qp->peer_pid, qp->peer->pd_id,
 				      w->remote_addr, w->length, need, &va) ||
 			  !(atomic_load_explicit(&qp->peer->access, memory_order_relaxed) & need)))
@@ -633,6 +698,8 @@ static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 		r = sv_do_ud(qp, w, &lio);
 	else if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM)
 		r = sv_do_send(qp, w, &lio, now);
+	else if (sv_op_atomic(w->opcode))
+		r = sv_do_atomic(qp, w, &lio, now);
 	else
 		r = sv_do_rdma(qp, w, &lio, now);
 	if (r == SV_STALL || atomic_load_explicit(&qp->sh->state, memory_order_relaxed) ==

@@ -8,8 +8,11 @@
 
 #include "sv.h"
 
-static bool sv_opcode_ok(enum ibv_wr_opcode op)
+/* Atomics only where the device has them (atomics=none: EINVAL, as siw). */
+static bool sv_opcode_ok(const struct sv_qp *qp, enum ibv_wr_opcode op)
 {
+	if (sv_op_atomic(op))
+		return !qp->ctx->dev->no_atomics;
 	return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM ||
 	       op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_READ;
 }
@@ -38,7 +41,7 @@ static int sv_queue_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	struct ibv_sge *sg = &qp->sq_sge[(idx % qp->sq_cap) * msge];
 	uint64_t len = 0;
 
-	if (!sv_opcode_ok(wr->opcode) || wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
+	if (!sv_opcode_ok(qp, wr->opcode) || wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->cap.max_send_sge)
 		return EINVAL;
 	if (qp->ibv.qp_type == IBV_QPT_UD && !sv_ud_wr_ok(qp, wr))
 		return EINVAL;
@@ -51,7 +54,9 @@ static int sv_queue_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 		len += wr->sg_list[i].length;
 	if (len > qp->ctx->dev->lim.max_msg_sz)
 		return EINVAL;	/* as rxe: a message longer than the port's max_msg_sz */
-	if ((wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ) {
+	if (sv_op_atomic(wr->opcode) && len != 8)
+		return EINVAL;	/* as rxe: an atomic returns 8 bytes into its SGEs */
+	if ((wr->send_flags & IBV_SEND_INLINE) && !sv_op_fills_local(wr->opcode)) {
 		unsigned char *dst = qp->sq_inline + (idx % qp->sq_cap) *
 				     ((size_t)qp->cap.max_inline_data + 1);
 
@@ -72,6 +77,12 @@ static int sv_queue_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	w->length = (uint32_t)len;
 	w->remote_addr = wr->wr.rdma.remote_addr;
 	w->rkey = wr->wr.rdma.rkey;
+	if (sv_op_atomic(wr->opcode)) {
+		w->remote_addr = wr->wr.atomic.remote_addr;
+		w->rkey = wr->wr.atomic.rkey;
+		w->compare_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+	}
 	w->ah = NULL;
 	if (qp->ibv.qp_type == IBV_QPT_UD) {
 		w->ah = (struct sv_ah *)wr->wr.ud.ah;
@@ -182,9 +193,7 @@ void sv_flush_sq(struct sv_qp *qp)
 		struct sv_cqe e = {
 			.wr_id = w->wr_id,
 			.status = IBV_WC_WR_FLUSH_ERR,
-			.opcode = w->opcode == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ :
-				  (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM) ?
-				  IBV_WC_SEND : IBV_WC_RDMA_WRITE,
+			.opcode = sv_wc_opcode(w->opcode),
 			.qp_num = qp->ibv.qp_num,
 			.sq_idx = (uint32_t)qp->sq_exec,
 			.flags = SV_CQE_SQ,

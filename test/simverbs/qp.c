@@ -441,8 +441,10 @@ static void sv_apply_attrs(struct sv_qp *qp, const struct ibv_qp_attr *a, int ma
 		s->rq_psn = a->rq_psn;
 	if (mask & IBV_QP_SQ_PSN)
 		s->sq_psn = a->sq_psn;
-	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) {
 		s->max_dest_rd_atomic = a->max_dest_rd_atomic;
+		qp->sh->max_dest_rd_atomic = a->max_dest_rd_atomic;
+	}
 	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
 		s->max_rd_atomic = a->max_rd_atomic;
 	if (mask & IBV_QP_MIN_RNR_TIMER) {

@@ -13,6 +13,7 @@
 #define SV_OPS_UD (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
 #define SV_OPS_RC (SV_OPS_UD | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
 		   IBV_QP_EX_WITH_RDMA_READ)
+#define SV_OPS_ATOMIC (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 
 static struct sv_qp *sv_qpx(struct ibv_qp_ex *x)
 {
@@ -83,6 +84,31 @@ static void sv_wr_rdma_read(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr)
 		w->wr.rdma.rkey = rkey;
 		w->wr.rdma.remote_addr = addr;
 	}
+}
+
+static void sv_wr_atomic(struct ibv_qp_ex *x, enum ibv_wr_opcode op, uint32_t rkey,
+			 uint64_t addr, uint64_t compare_add, uint64_t swap)
+{
+	struct ibv_send_wr *w = sv_wb_new(x, op);
+
+	if (w) {
+		w->wr.atomic.rkey = rkey;
+		w->wr.atomic.remote_addr = addr;
+		w->wr.atomic.compare_add = compare_add;
+		w->wr.atomic.swap = swap;
+	}
+}
+
+static void sv_wr_atomic_cmp_swp(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr,
+				 uint64_t compare, uint64_t swap)
+{
+	sv_wr_atomic(x, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, addr, compare, swap);
+}
+
+static void sv_wr_atomic_fetch_add(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr,
+				   uint64_t add)
+{
+	sv_wr_atomic(x, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, addr, add, 0);
 }
 
 static void sv_wr_send(struct ibv_qp_ex *x)
@@ -208,6 +234,10 @@ static int sv_qpx_setup(struct sv_qp *qp)
 		x->wr_rdma_write = sv_wr_rdma_write;
 		x->wr_rdma_write_imm = sv_wr_rdma_write_imm;
 		x->wr_rdma_read = sv_wr_rdma_read;
+		if (!qp->ctx->dev->no_atomics) {
+			x->wr_atomic_cmp_swp = sv_wr_atomic_cmp_swp;
+			x->wr_atomic_fetch_add = sv_wr_atomic_fetch_add;
+		}
 	}
 	x->wr_send = sv_wr_send;
 	x->wr_send_imm = sv_wr_send_imm;
@@ -236,6 +266,7 @@ struct ibv_qp *sv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_att
 {
 	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
 			 IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	uint64_t rc_ops = SV_OPS_RC | (sv_ctx(ibctx)->dev->no_atomics ? 0 : SV_OPS_ATOMIC);
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp *ibqp;
 	int rc;
@@ -250,7 +281,7 @@ struct ibv_qp *sv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_att
 	if ((a->comp_mask & ~known) ||
 	    ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) ||
 	    ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-	     (a->send_ops_flags & ~(a->qp_type == IBV_QPT_RC ? SV_OPS_RC :
+	     (a->send_ops_flags & ~(a->qp_type == IBV_QPT_RC ? rc_ops :
 				    a->qp_type == IBV_QPT_UD ? SV_OPS_UD : 0)))) {	/* as rxe */
 		errno = EOPNOTSUPP;
 		return NULL;

@@ -109,6 +109,25 @@ void sv_unlock(void)
 	pthread_mutex_unlock(&sv_g.fab->lock);
 }
 
+/* The atomics' lock: held only around one 8-byte read-modify-write, never
+ * with the fabric lock; a holder that died left the word read or written
+ * whole or not at all, so the next owner just marks it consistent. */
+int sv_atomic_lock(void)
+{
+	int rc = pthread_mutex_lock(&sv_g.fab->atomic_lock);
+
+	if (rc == EOWNERDEAD) {
+		pthread_mutex_consistent(&sv_g.fab->atomic_lock);
+		rc = 0;
+	}
+	return rc;
+}
+
+void sv_atomic_unlock(void)
+{
+	pthread_mutex_unlock(&sv_g.fab->atomic_lock);
+}
+
 /* Removes FIFOs "<what>-<pid>-<id>" of pid (all pids when pid == 0). */
 static void sv_remove_fifos(pid_t pid)
 {
@@ -189,6 +208,7 @@ static int sv_fabric_init(struct sv_fabric *f, size_t size)
 	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
 	pthread_mutex_init(&f->lock, &ma);
+	pthread_mutex_init(&f->atomic_lock, &ma);
 	pthread_mutexattr_destroy(&ma);
 	atomic_store(&f->knobs.timeout_scale_ppm, (uint32_t)(SV_DEFAULT_TIMEOUT_SCALE * 1e6));
 	/* QPN generations start where the fabric's name says, so fabrics do not

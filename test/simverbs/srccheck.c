@@ -93,7 +93,7 @@ void sv_srccheck_post(struct sv_qp *qp, uint64_t idx)
 	struct sv_iovs io;
 
 	s->kind = SV_SNAP_NONE;
-	if ((w->flags & (IBV_SEND_INLINE | IBV_SEND_FENCE)) || w->opcode == IBV_WR_RDMA_READ ||
+	if ((w->flags & (IBV_SEND_INLINE | IBV_SEND_FENCE)) || sv_op_fills_local(w->opcode) ||
 	    !w->length)
 		return;
 	/* an SGE that does not resolve fails at execution (LOC_PROT_ERR) anyway */

@@ -54,7 +54,7 @@
 #define SV_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 #define SV_MAGIC 0x53564642u	/* "SVFB" */
-#define SV_VERSION 8u	/* 8: link flaps and port speeds in sv_dev_knobs */
+#define SV_VERSION 9u	/* 9: atomics (atomic_lock, max_dest_rd_atomic); 8: link flaps and port speeds in sv_dev_knobs */
 #define SV_STABLE_VERSION 4u
 
 /* ---------------------------------------------------------------- shm */
@@ -115,7 +115,7 @@ struct sv_shm_qp {
 	_Atomic uint32_t fail_in;	/* fault: the Nth op from now fails (SV_FAIL_ACK: after it landed) */
 	uint32_t async_id;		/* owner context's async FIFO */
 	uint16_t lid;
-	uint16_t pad;
+	uint16_t max_dest_rd_atomic;	/* responder resources: 0 refuses READ and atomics */
 	uint32_t host;			/* index in sv_fabric.hosts */
 	char dev_name[SV_NAME_MAX];
 };
@@ -199,6 +199,9 @@ struct sv_fabric {
 	struct sv_proc_ent procs[SV_MAX_PROCS];
 	/* ---- layout below may change with SV_VERSION ---- */
 	uint32_t qp_hint, mr_hint, cq_hint;
+	/* held around every atomic's read-modify-write (robust, process-shared):
+	 * atomics are atomic with respect to each other fabric-wide (IBV_ATOMIC_HCA) */
+	pthread_mutex_t atomic_lock;
 	struct sv_knobs knobs;
 	struct sv_ctx_ent ctxs[SV_MAX_CTX];
 	struct sv_shm_cq cqs[SV_MAX_CQ_SLOTS];
@@ -329,6 +332,7 @@ struct sv_device {
 	 * QPs move to error (QP_FATAL), WRs executing fail with RETRY_EXC_ERR */
 	uint8_t link_down_local;
 	uint8_t err_post;		/* SV_ERR_POST_*: WRs posted to a QP in error */
+	uint8_t no_atomics;		/* atomics=none: IBV_ATOMIC_NONE, atomic WRs refused (siw) */
 	/* PCI address bus:dev.fn (pci=BB:DD.F, e.g. SR-IOV VFs of one NIC);
 	 * pci_set 0: bus 3 + index, 00.0 */
 	uint8_t pci_set, pci_bus, pci_dev, pci_fn;
@@ -457,6 +461,7 @@ struct sv_swqe {
 	uint32_t rnr_left;
 	uint32_t wait;			/* SV_WAIT_* while stalled */
 	uint64_t rnr_next;
+	uint64_t compare_add, swap;	/* atomics (wr.atomic) */
 	struct sv_ah *ah;		/* UD: destination (wr.ud) */
 	uint32_t ud_qpn, ud_qkey;
 };
@@ -637,6 +642,8 @@ void sv_rm_tree(const char *dir);
 int sv_attach(void);
 void sv_detach(void);
 int sv_lock(void);
+int sv_atomic_lock(void);
+void sv_atomic_unlock(void);
 void sv_unlock(void);
 void sv_reclaim_dead(void);
 bool sv_pid_alive(pid_t pid);
@@ -712,6 +719,29 @@ struct sv_iovs {
 };
 /* The local side of the WQE at idx (MRs checked); 0 or EACCES. */
 int sv_local_iovs(struct sv_qp *qp, const struct sv_swqe *w, uint64_t idx, struct sv_iovs *io);
+
+static inline bool sv_op_atomic(uint32_t op)
+{
+	return op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP;
+}
+
+/* WQEs that write into their local SGEs (LOCAL_WRITE needed, no inline). */
+static inline bool sv_op_fills_local(uint32_t op)
+{
+	return op == IBV_WR_RDMA_READ || sv_op_atomic(op);
+}
+
+/* The requester completion's opcode for a send WQE's. */
+static inline uint32_t sv_wc_opcode(uint32_t op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+	case IBV_WR_SEND: case IBV_WR_SEND_WITH_IMM: return IBV_WC_SEND;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+	case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+	default: return IBV_WC_RDMA_WRITE;
+	}
+}
 /* process_vm_writev/readv between our iovecs and pid's, to the last byte. */
 int sv_vm_copy(int32_t pid, bool write, struct iovec *l, int nl, struct iovec *r, int nr);
 int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);

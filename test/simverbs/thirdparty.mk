@@ -17,6 +17,11 @@ check_PROGRAMS += test/simverbs/tests/sv_compat
 test_simverbs_tests_sv_compat_LDADD = $(IBVERBS_LIBS) -ldl
 TESTS += test/simverbs/tests/sv_compat
 
+# ---- RDMA atomics (fetch-and-add, compare-and-swap)
+check_PROGRAMS += test/simverbs/tests/sv_atomic
+test_simverbs_tests_sv_atomic_LDADD = $(IBVERBS_LIBS) -ldl
+TESTS += test/simverbs/tests/sv_atomic
+
 # ---- shared receive queues
 check_PROGRAMS += test/simverbs/tests/sv_srq
 test_simverbs_tests_sv_srq_LDADD = $(IBVERBS_LIBS) -ldl
