@@ -28,8 +28,10 @@ static void nb_usage(FILE *f)
 {
 	fprintf(f,
 "Usage: nccl-net-bench [options]\n"
-"  -t, --tests LIST      sendrecv,sendrecv-bi,latency,allreduce,multirecv or all\n"
-"                        (default sendrecv)\n"
+"  -t, --tests LIST      sendrecv,sendrecv-bi,latency,allreduce,multirecv,\n"
+"                        alltoall or all (default sendrecv); alltoall: a comm\n"
+"                        pair per peer, SIZE is a rank's whole buffer as in\n"
+"                        alltoall_perf (SIZE / ranks to each peer)\n"
 "  -b, --minbytes SIZE   smallest message (default 8; K/M/G suffixes)\n"
 "  -e, --maxbytes SIZE   largest message (default 64M)\n"
 "  -f, --stepfactor F    size multiplier between steps (default 2)\n"
@@ -470,26 +472,37 @@ static void nb_print_tables(int t, struct nb_ctx *cs, int np, const struct nb_re
  */
 static int nb_one_test(int t, struct nb_ctx *cs, int np, struct nb_result *rs, int *nres)
 {
-	struct nb_edge edges[256];
 	const struct nb_opts *o = cs[0].o;
+	int max = nb_test_max_edges(t, cs[0].nranks);
+	struct nb_edge *edges = calloc((size_t)max, sizeof(*edges));
 	int nedges, pl, first = *nres, quiet = o->quiet || cs[0].rank != 0;
-	size_t size;
+	size_t size, last = 0;
 
-	for (pl = 0; pl < np; pl++) {
-		nedges = nb_test_edges(t, &cs[pl], edges, 256);
-		if (nb_engine_connect(cs[pl].e, edges, nedges) != 0)
-			return -1;
+	if (!edges) {
+		nb_err("out of memory");
+		return -1;
 	}
+	for (pl = 0; pl < np; pl++) {
+		nedges = nb_test_edges(t, &cs[pl], edges, max);
+		if (nb_engine_connect(cs[pl].e, edges, nedges) != 0) {
+			free(edges);
+			return -1;
+		}
+	}
+	free(edges);
 	if (np == 1 && !quiet)
 		nb_out_header(t, &cs[0]);
 	for (size = o->minbytes; size <= o->maxbytes; size = nb_next_size(o, size)) {
-		if (t == NB_T_ALLREDUCE && size < sizeof(float))
+		size_t eff = nb_test_size(t, &cs[0], size);
+
+		if (eff == 0 || eff == last)
 			continue;
+		last = eff;
 		for (pl = 0; pl < np; pl++) {
 			struct nb_result r;
 
 			memset(&r, 0, sizeof(r));
-			if (nb_measure(t, &cs[pl], size, &r) != 0)
+			if (nb_measure(t, &cs[pl], eff, &r) != 0)
 				return -1;
 			r.plugin = pl;
 			if (np == 1 && !quiet)

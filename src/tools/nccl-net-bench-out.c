@@ -62,6 +62,10 @@ void nb_out_header(int t, const struct nb_ctx *c)
 	if (t == NB_T_MULTIRECV)
 		printf("# multirecv: %d senders x %d tags grouped per irecv; algbw counts all "
 		       "bytes arriving at rank 0\n", c->nranks - 1, c->groups);
+	if (t == NB_T_ALLTOALL)
+		printf("# alltoall: a comm pair per peer; size is a rank's whole buffer, size / %d "
+		       "to each rank; busbw = algbw * %d / %d, as alltoall_perf\n", c->nranks,
+		       c->nranks - 1, c->nranks);
 	if (t == NB_T_SENDRECV_BI)
 		printf("# sendrecv-bi: algbw per direction, busbw both directions together\n");
 	printf("# %10s %12s %8s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", tcol,

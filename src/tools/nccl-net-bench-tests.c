@@ -1,8 +1,10 @@
 /*
  * nccl-net-bench-tests.c - the point-to-point test plans: sendrecv (uni- and
  * bidirectional), latency (ping-pong) and multirecv (one receiver, several
- * tags grouped into one irecv per step, from every other rank), and the data
- * patterns that let every received byte be checked.
+ * tags grouped into one irecv per step, from every other rank), alltoall (every
+ * rank to every other through a comm pair per peer, as NCCL's ncclAllToAll
+ * posts a send and a receive per peer), and the data patterns that let every
+ * received byte be checked.
  */
 #include "config.h"
 
@@ -18,6 +20,7 @@ static const char *const nb_test_names[NB_T_COUNT] = {
 	[NB_T_LATENCY] = "latency",
 	[NB_T_ALLREDUCE] = "allreduce",
 	[NB_T_MULTIRECV] = "multirecv",
+	[NB_T_ALLTOALL] = "alltoall",
 };
 
 const char *nb_test_name(int t)
@@ -42,7 +45,7 @@ int nb_test_parse(const char *list, unsigned *mask)
 				break;
 		if (t == NB_T_COUNT) {
 			nb_err("unknown test '%s' (sendrecv, sendrecv-bi, latency, allreduce, "
-			       "multirecv, all)", tok);
+			       "multirecv, alltoall, all)", tok);
 			return -1;
 		}
 		*mask |= 1U << t;
@@ -101,6 +104,7 @@ struct nb_p2p {
 	struct nb_conn *sconn, *rconn;
 	size_t size, unit, esize;
 	int iters, check, me, peer;
+	uint32_t ssalt, rsalt;		/* alltoall: the receiving rank, mixed into the seed */
 	int it, phase;
 	size_t off;
 };
@@ -152,10 +156,10 @@ static int nb_p2p_exec(struct nb_stream *s, const struct nb_step *st, char **rpt
 	if (!p->check)
 		return 0;
 	for (g = 0; st->sconn && g < st->sconn->ngroup; g++)
-		nb_fill(sptr[g], st->ssize, nb_seed(p->me, g, st->iter), st->off);
+		nb_fill(sptr[g], st->ssize, nb_seed(p->me, g, st->iter) + p->ssalt, st->off);
 	for (g = 0; st->rconn && g < st->rconn->ngroup; g++)
-		s->wrong += nb_verify_el(rptr[g], st->rsize, nb_seed(p->peer, g, st->iter),
-					 st->off, p->esize);
+		s->wrong += nb_verify_el(rptr[g], st->rsize,
+					 nb_seed(p->peer, g, st->iter) + p->rsalt, st->off, p->esize);
 	return 0;
 }
 
@@ -188,7 +192,7 @@ static int nb_p2p_add(struct nb_ctx *c, struct nb_stream *s, struct nb_p2p *p, i
 
 int nb_test_edges(int t, const struct nb_ctx *c, struct nb_edge *edges, int max)
 {
-	int n = 0, r;
+	int n = 0, r, s;
 
 	for (r = 0; r < c->nranks && n + 2 <= max; r++) {
 		int pair = (r % 2 == 0 && r + 1 < c->nranks);
@@ -202,6 +206,51 @@ int nb_test_edges(int t, const struct nb_ctx *c, struct nb_edge *edges, int max)
 			edges[n++] = (struct nb_edge){ r, (r + 1) % c->nranks, 1, 2 };
 		else if (t == NB_T_MULTIRECV && r > 0)
 			edges[n++] = (struct nb_edge){ r, 0, c->groups, 1 };
+		else if (t == NB_T_ALLTOALL)
+			for (s = 0; s < c->nranks && n < max; s++)
+				if (s != r)
+					edges[n++] = (struct nb_edge){ r, s, 1, 1 };
+	}
+	return n;
+}
+
+int nb_test_max_edges(int t, int nranks)
+{
+	return (t == NB_T_ALLTOALL ? nranks * (nranks - 1) : 2 * nranks) + 2;
+}
+
+size_t nb_test_size(int t, const struct nb_ctx *c, size_t size)
+{
+	if (t == NB_T_ALLREDUCE)
+		return size < sizeof(float) ? 0 : size;
+	if (t == NB_T_ALLTOALL)
+		return size / (size_t)c->nranks * (size_t)c->nranks;
+	return size;
+}
+
+/*
+ * alltoall: a send stream to every other rank and a receive stream from every
+ * other rank, size / nranks bytes each (the rank's own share stays local, as in
+ * alltoall_perf). Peers in NCCL's p2p order: the i-th send goes to rank + i,
+ * the i-th receive comes from rank - i, so no rank is everyone's first peer.
+ * The seed mixes in the receiving rank: a byte delivered on the wrong comm
+ * pair is found wrong.
+ */
+static int nb_alltoall_streams(struct nb_ctx *c, struct nb_stream *ss, struct nb_p2p *ps,
+			       size_t size, int iters, int check)
+{
+	size_t per = size / (size_t)c->nranks;
+	int i, n = 0;
+
+	for (i = 1; i < c->nranks; i++) {
+		int to = (c->rank + i) % c->nranks, from = (c->rank - i + c->nranks) % c->nranks;
+
+		if (nb_p2p_add(c, &ss[n], &ps[n], NB_P_SEND, to, per, iters, check) != 0)
+			return -1;
+		ps[n++].ssalt = (uint32_t)to * 65537U;
+		if (nb_p2p_add(c, &ss[n], &ps[n], NB_P_RECV, from, per, iters, check) != 0)
+			return -1;
+		ps[n++].rsalt = (uint32_t)c->rank * 65537U;
 	}
 	return n;
 }
@@ -213,6 +262,8 @@ static int nb_test_streams(int t, struct nb_ctx *c, struct nb_stream *ss, struct
 	int partner = c->rank ^ 1, n = 0, r, even = c->rank % 2 == 0;
 	int paired = partner < c->nranks;
 
+	if (t == NB_T_ALLTOALL)
+		return nb_alltoall_streams(c, ss, ps, size, iters, check);
 	if (t == NB_T_MULTIRECV) {
 		for (r = 1; c->rank == 0 && r < c->nranks; r++, n++)
 			if (nb_p2p_add(c, &ss[n], &ps[n], NB_P_RECV, r, size, iters, check) != 0)
@@ -238,8 +289,8 @@ static int nb_test_streams(int t, struct nb_ctx *c, struct nb_stream *ss, struct
 
 int nb_test_run(int t, struct nb_ctx *c, size_t size, int iters, int check, long *wrong)
 {
-	struct nb_stream *ss = calloc((size_t)c->nranks + 2, sizeof(*ss));
-	struct nb_p2p *ps = calloc((size_t)c->nranks + 2, sizeof(*ps));
+	struct nb_stream *ss = calloc(2 * (size_t)c->nranks + 2, sizeof(*ss));
+	struct nb_p2p *ps = calloc(2 * (size_t)c->nranks + 2, sizeof(*ps));
 	int n, i, rc = -1;
 
 	*wrong = 0;
@@ -275,6 +326,11 @@ double nb_test_bytes(int t, const struct nb_ctx *c, size_t size, double *busfact
 		return (double)(size / sizeof(float) * sizeof(float));
 	case NB_T_MULTIRECV:
 		return (double)size * (c->nranks - 1) * c->groups;
+	case NB_T_ALLTOALL:
+		/* alltoall_perf: algbw = a rank's whole buffer per second, busbw
+		 * (n - 1) / n of it, what leaves the rank */
+		*busfactor = (double)(c->nranks - 1) / c->nranks;
+		return (double)size;
 	default:
 		return (double)size;
 	}

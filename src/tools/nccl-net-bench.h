@@ -9,7 +9,7 @@
  *   nccl-net-bench-oob.c     launcher (--np fork), TCP rendezvous, OOB collectives (nb_oob_*)
  *   nccl-net-bench-engine.c  connections, slot pipeline, progress loop (nb_conn_*, nb_run)
  *   nccl-net-bench-ar.c      ring allreduce plan with NCCL chunking (nb_ar_*)
- *   nccl-net-bench-tests.c   sendrecv, latency, multirecv plans (nb_test_*)
+ *   nccl-net-bench-tests.c   sendrecv, latency, multirecv, alltoall plans (nb_test_*)
  *   nccl-net-bench-out.c     table, CSV, SVG (nb_out_*)
  *   nccl-net-bench-self.c    --self: one process, a loopback pair (nb_self_*)
  *   nccl-net-bench-main.c    options, per-size driver, main
@@ -247,7 +247,7 @@ uint64_t nb_first_use(const struct nb_engine *e);
 /* ---- tests ---------------------------------------------------------------- */
 
 enum nb_test_id { NB_T_SENDRECV, NB_T_SENDRECV_BI, NB_T_LATENCY, NB_T_ALLREDUCE, NB_T_MULTIRECV,
-		  NB_T_COUNT };
+		  NB_T_ALLTOALL, NB_T_COUNT };
 
 struct nb_opts {
 	unsigned tests;			/* bit mask of enum nb_test_id */
@@ -307,6 +307,11 @@ struct nb_result {
 const char *nb_test_name(int t);
 int nb_test_parse(const char *list, unsigned *mask);
 int nb_test_edges(int t, const struct nb_ctx *c, struct nb_edge *edges, int max);
+/* Most edges test t has among nranks ranks (the size of nb_test_edges' array). */
+int nb_test_max_edges(int t, int nranks);
+/* The size test t measures for a requested size: alltoall rounds down to a multiple of
+ * nranks (each rank gets size / nranks, as alltoall_perf); 0 skips the size. */
+size_t nb_test_size(int t, const struct nb_ctx *c, size_t size);
 /* Runs iters iterations of test t at size bytes; *wrong gets the elements found wrong. */
 int nb_test_run(int t, struct nb_ctx *c, size_t size, int iters, int check, long *wrong);
 void nb_test_describe(int t, const struct nb_ctx *c, size_t size, struct nb_result *r);
