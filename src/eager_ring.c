@@ -12,9 +12,11 @@
 #include "mr.h"
 #include "param.h"
 
+/* Not with NCCL_VERBS_LINK_HOLD_MS: a ride-through resends clear-to-send messages only. */
 int nv_eager_send_offer(const struct nv_comm *c)
 {
-	return nv_param_int(NV_PARAM_VERBS_EAGER_MAX) > 0 && c->ndevs == 1 && c->nqps == 1;
+	return nv_param_int(NV_PARAM_VERBS_EAGER_MAX) > 0 && c->ndevs == 1 && c->nqps == 1 &&
+	       !nv_param_int(NV_PARAM_VERBS_LINK_HOLD_MS);
 }
 
 nv_status_t nv_eager_ring_setup(struct nv_recv_comm *rc)
@@ -28,7 +30,8 @@ nv_status_t nv_eager_ring_setup(struct nv_recv_comm *rc)
 
 	memset(E, 0, sizeof(*E));
 	/* both sides one device and one QP, and the sender announced eager */
-	if (!max || c->ndevs != 1 || c->nqps != 1 || c->rmeta->ndevs != 1 ||
+	if (!max || nv_param_int(NV_PARAM_VERBS_LINK_HOLD_MS) || c->ndevs != 1 || c->nqps != 1 ||
+	    c->rmeta->ndevs != 1 ||
 	    c->rmeta->role != NV_META_ROLE_SEND ||
 	    (c->rmeta->region_len != NV_SEND_CTRL_REMOTE_LEN_EAGER &&
 	     c->rmeta->region_len != NV_SEND_CTRL_REMOTE_LEN_EAGER_CTS))

@@ -177,6 +177,13 @@ static void nv_event_mark_gids(struct nv_hca *h, int port)
 	}
 }
 
+/* Comms take this event themselves: port failover or NCCL_VERBS_LINK_HOLD_MS. */
+static bool nv_event_comm_rides(void)
+{
+	return nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER) ||
+	       nv_param_int(NV_PARAM_VERBS_LINK_HOLD_MS);
+}
+
 void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
 {
 	enum ibv_event_type t = ev->event_type;
@@ -217,9 +224,8 @@ void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
 	}
 	if (t == IBV_EVENT_GID_CHANGE)
 		nv_event_mark_gids(h, ev->element.port_num);
-	if (nv_event_fatal(t) && t != IBV_EVENT_DEVICE_FATAL && sink &&
-	    nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER)) {
-		/* the comm that owns it fails over or fails, with its own WARN */
+	if (nv_event_fatal(t) && t != IBV_EVENT_DEVICE_FATAL && sink && nv_event_comm_rides()) {
+		/* the comm that owns it fails over, holds or fails, with its own WARN */
 		NV_INFO(NV_SUB_NET, "%s; the comm that owns it fails over to its other devices "
 			"or fails", what);
 		if (nv_param_int(NV_PARAM_IB_RETURN_ASYNC_EVENTS))
@@ -235,9 +241,12 @@ void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
 		   nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY)) {
 		NV_INFO(NV_SUB_NET, "%s (NCCL_IB_RESILIENCY_PORT_RECOVERY: its comms take it back)", what);
 		nv_hca_wake_failover(h);
-	} else if (t == IBV_EVENT_PORT_ERR && nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER)) {
-		NV_INFO(NV_SUB_NET, "%s (its comms fail over, each with one WARN)", what);
-	} else if (t == IBV_EVENT_PORT_ERR || t == IBV_EVENT_GID_CHANGE) {
+	} else if (t == IBV_EVENT_PORT_ERR && nv_event_comm_rides()) {
+		NV_INFO(NV_SUB_NET, "%s (its comms fail over or hold, each failing with one WARN)",
+			what);
+	} else if (t == IBV_EVENT_GID_CHANGE) {
+		NV_INFO(NV_SUB_NET, "%s: the port's GID is chosen again for new connections", what);
+	} else if (t == IBV_EVENT_PORT_ERR) {
 		NV_WARN("%s", what);
 	} else {
 		NV_INFO(NV_SUB_NET, "%s", what);

@@ -81,6 +81,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "fo_state.h"
 #include "engine.h"
@@ -101,7 +102,8 @@ static nv_status_t nv_fo_fail(struct nv_comm *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	nv_comm_fail(c, NV_ERR_SYSTEM, "%s %s: failover: %s", nv_fo_kind(c), c->peer, msg);
+	nv_comm_fail(c, NV_ERR_SYSTEM, "%s %s: %s: %s", nv_fo_kind(c), c->peer,
+		     c->fo->failover ? "failover" : "link hold", msg);
 	return c->error;
 }
 
@@ -122,8 +124,9 @@ static nv_status_t nv_fo_start(struct nv_comm *c)
 		f->mark[i] = 0;
 	}
 	f->errored = 1;
-	NV_INFO(NV_SUB_NET, "%s %s: failover round %u starts (%s)", nv_fo_kind(c), c->peer,
-		f->epoch + 1, f->first[0] ? f->first : "the peer started it");
+	if (f->failover) /* a hold says only when it starts and ends */
+		NV_INFO(NV_SUB_NET, "%s %s: failover round %u starts (%s)", nv_fo_kind(c), c->peer,
+			f->epoch + 1, f->first[0] ? f->first : "the peer started it");
 	return NV_OK;
 }
 
@@ -326,8 +329,8 @@ static nv_status_t nv_fo_attempt(struct nv_comm *c, uint64_t seq)
 		f->att_seq[k] = seq + 1;
 		f->att_n[k] = 0;
 	}
-	if (!f->round_failed)
-		return NV_OK; /* a recovery round: the message did not fail */
+	if (!f->round_failed || !f->failover)
+		return NV_OK; /* a recovery round, or a hold (its time is the limit) */
 	if (++f->att_n[k] > max)
 		return nv_fo_fail(c, "message %" PRIu64 " failed again after %d failover(s) "
 				  "(NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS=%" PRId64 ")",
@@ -435,6 +438,8 @@ static void nv_fo_recovered(struct nv_comm *c, uint32_t local, uint32_t peer)
 			if (nv_comm_flush_qp_restart(c, d) != NV_OK)
 				f->later |= 1u << d; /* its flushes fail again: the next round */
 		}
+	if (f->hold_t0)
+		return; /* the end of a hold has its own line */
 	nv_fo_devs(c, local, 0, l, sizeof(l));
 	nv_fo_devs(c, peer, 1, p, sizeof(p));
 	NV_INFO(NV_SUB_NET, "%s %s: %s%s%s recovered (NCCL_IB_RESILIENCY_PORT_RECOVERY): %d QP(s), "
@@ -459,6 +464,10 @@ static nv_status_t nv_fo_relayout(struct nv_comm *c, uint32_t new_local, uint32_
 	}
 	nv_fo_devs(c, new_local, 0, l, sizeof(l));
 	nv_fo_devs(c, new_peer, 1, p, sizeof(p));
+	if (f->hold_ns && (n == 0 || (!f->failover && (f->dead_local | f->dead_peer)))) {
+		f->state = NV_FO_HOLD; /* every QP stays in error until the ports are back */
+		return NV_OK;
+	}
 	if (n == 0)
 		return nv_fo_fail(c, "%s%s%s failed (%s) and no device pair of the comm is left",
 				  l, l[0] && p[0] ? " and " : "", p, f->first[0] ? f->first : "peer");
@@ -516,6 +525,81 @@ static void nv_fo_suspects(struct nv_comm *c, uint32_t *peer_dead)
 	*peer_dead = f->peer.dead | (local_new ? 0 : f->peer.suspect);
 }
 
+/*
+ * NCCL_VERBS_LINK_HOLD_MS: the round left no device pair (with failover off:
+ * lost one), so instead of failing, the comm holds: its QPs stay in error,
+ * the sender keeps the messages the receiver has not got, the receiver its
+ * open receives, and every call says "busy" (isend/irecv give no request,
+ * test says not done) until the ports are back, when a recovery round
+ * restarts the QPs and sends those messages again, or the hold ends.
+ */
+static nv_status_t nv_fo_hold_start(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	char l[160], p[160];
+
+	f->revive = 0;
+	f->sent_dead = f->dead_local;
+	f->epoch++;
+	f->in_off = 0;
+	f->state_in = 0;
+	f->errored = f->initiator = f->peer_spoke = 0;
+	f->blame = f->suspect = 0;
+	if (f->hold_t0)
+		return NV_FO_BUSY; /* still holding (the other side's ports came back first) */
+	f->hold_t0 = nv_now_ns();
+	/* the side whose ports are fine waits a little longer: the other side gives up first,
+	 * and tells it by closing the socket */
+	f->hold_until = f->hold_t0 + f->hold_ns + (f->dead_local ? 0 : 2000000000ull);
+	f->hold_gid[0] = 0;
+	nv_fo_devs(c, f->dead_local, 0, l, sizeof(l));
+	nv_fo_devs(c, f->dead_peer, 1, p, sizeof(p));
+	NV_INFO(NV_SUB_NET, "%s %s: %s%s%s down (%s); holding its requests for up to %" PRIu64
+		" ms (NCCL_VERBS_LINK_HOLD_MS)", nv_fo_kind(c), c->peer, l, l[0] && p[0] ? " and " : "",
+		p, f->first[0] ? f->first : "seen by the peer", (uint64_t)(f->hold_ns / 1000000u));
+	return NV_FO_BUSY;
+}
+
+/* Holding: the ports back (a recovery round), the peer's round, or the end of the hold. */
+static nv_status_t nv_fo_hold_step(struct nv_comm *c)
+{
+	struct nv_fo *f = c->fo;
+	uint64_t now = nv_now_ns();
+	char l[160], p[160];
+	uint32_t back;
+	int wait;
+
+	if (now > f->hold_until) {
+		nv_fo_devs(c, f->dead_local, 0, l, sizeof(l));
+		nv_fo_devs(c, f->dead_peer, 1, p, sizeof(p));
+		nv_fo_fail(c, "%s%s%s did not come back within NCCL_VERBS_LINK_HOLD_MS=%" PRIu64
+			   " (waited %.0f ms)", l, l[0] && p[0] ? " and " : "", p,
+			   (uint64_t)(f->hold_ns / 1000000u), (double)(now - f->hold_t0) / 1e6);
+		shutdown(c->fd, SHUT_RDWR); /* the peer, still holding, learns it now */
+		return c->error;
+	}
+	if (nv_fd_pending(c->fd) == 1) {
+		f->peer_spoke = 1; /* the peer's ports are back, or it gave up: its round */
+	} else {
+		if (!f->dead_local || now < f->next_revive)
+			return NV_FO_BUSY;
+		f->next_revive = now + 1000000ull; /* a port query per ms at most */
+		back = nv_fo_revivable(c, &wait);
+		if (back != f->dead_local)
+			return NV_FO_BUSY; /* every port back, or none */
+		for (int d = 0; d < c->ndevs; d++) {
+			nv_status_t st = (back & (1u << d)) ? nv_fo_gid_again(c, d) : NV_OK;
+
+			if (st != NV_OK)
+				return st;
+		}
+		f->revive = back;
+	}
+	f->state = NV_FO_IDLE;
+	nv_fo_arm(c);
+	return nv_fo_start(c);
+}
+
 /* Both STATEs are known: decide, restart, repost; then READY. */
 static nv_status_t nv_fo_apply(struct nv_comm *c)
 {
@@ -541,6 +625,8 @@ static nv_status_t nv_fo_apply(struct nv_comm *c)
 		return c->error;
 	if (nv_fo_relayout(c, new_local, new_peer) != NV_OK)
 		return c->error;
+	if (f->state == NV_FO_HOLD)
+		return nv_fo_hold_start(c);
 	if (back_local | back_peer)
 		nv_fo_recovered(c, back_local, back_peer);
 	f->revive = 0;
@@ -579,9 +665,15 @@ static nv_status_t nv_fo_finish(struct nv_comm *c)
 {
 	struct nv_fo *f = c->fo;
 
-	NV_INFO(NV_SUB_NET, "%s %s: failover round %u done in %.1f ms: %d QP(s), %d per "
-		"message, %d message(s) sent again", nv_fo_kind(c), c->peer, f->epoch,
-		(double)(nv_now_ns() - f->t0) / 1e6, c->nqps, c->nq, f->nresend);
+	if (f->hold_t0)
+		NV_INFO(NV_SUB_NET, "%s %s: recovered after %.0f ms on hold (NCCL_VERBS_LINK_HOLD_MS): "
+			"%d QP(s) restarted%s, %d message(s) sent again", nv_fo_kind(c), c->peer,
+			(double)(nv_now_ns() - f->hold_t0) / 1e6, c->nqps, f->hold_gid, f->nresend);
+	else if (f->failover)
+		NV_INFO(NV_SUB_NET, "%s %s: failover round %u done in %.1f ms: %d QP(s), %d per "
+			"message, %d message(s) sent again", nv_fo_kind(c), c->peer, f->epoch,
+			(double)(nv_now_ns() - f->t0) / 1e6, c->nqps, c->nq, f->nresend);
+	f->hold_t0 = 0;
 	f->state = NV_FO_IDLE;
 	f->errored = f->initiator = f->peer_spoke = 0;
 	f->first[0] = 0;
@@ -668,6 +760,8 @@ static nv_status_t nv_fo_step(struct nv_comm *c)
 		f->in_off = 0;
 		f->state = c->type == NV_COMM_SEND ? NV_FO_RESEND : NV_FO_IDLE;
 		return f->state == NV_FO_IDLE ? nv_fo_finish(c) : NV_OK;
+	case NV_FO_HOLD:
+		return nv_fo_hold_step(c);
 	case NV_FO_RESEND:
 		r = (int)nv_fo_resend(c);
 		if (r != NV_OK)
@@ -730,7 +824,8 @@ nv_status_t nv_fo_check(struct nv_comm *c)
 	} while (1);
 	if (st == NV_OK && f->state != NV_FO_IDLE)
 		st = NV_FO_BUSY;
-	if (st == NV_FO_BUSY && nv_now_ns() > f->deadline && f->state != NV_FO_IDLE)
+	if (st == NV_FO_BUSY && nv_now_ns() > f->deadline && f->state != NV_FO_IDLE &&
+	    f->state != NV_FO_HOLD)
 		return nv_fo_fail(c, "round %u did not finish within NCCL_VERBS_CONNECT_TIMEOUT_MS="
 				  "%d ms (does the peer run with NCCL_IB_RESILIENCY_PORT_FAILOVER=1?)",
 				  f->epoch + 1, nv_connect_timeout_ms());

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fo_state.h"
+#include "engine.h"
 #include "event.h"
 #include "ibv.h"
 #include "os.h"
@@ -23,12 +24,18 @@ void nv_fo_attach(void *comm)
 	struct nv_comm *c = comm;
 	struct nv_fo *f;
 
-	if (!nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER) || c->fo)
+	int64_t hold = nv_param_int(NV_PARAM_VERBS_LINK_HOLD_MS);
+	int fo = (int)nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_FAILOVER);
+
+	if ((!fo && !hold) || c->fo)
 		return;
-	if (c->nqps < 2 || (c->ndevs < 2 && c->rmeta->ndevs < 2)) {
-		NV_INFO(NV_SUB_NET, "connection to %s: one device on each side, nothing to fail "
-			"over to (NCCL_IB_RESILIENCY_PORT_FAILOVER)", c->peer);
-		return;
+	if (fo && (c->nqps < 2 || (c->ndevs < 2 && c->rmeta->ndevs < 2))) {
+		fo = 0;
+		if (!hold) {
+			NV_INFO(NV_SUB_NET, "connection to %s: one device on each side, nothing to "
+				"fail over to (NCCL_IB_RESILIENCY_PORT_FAILOVER)", c->peer);
+			return;
+		}
 	}
 	f = calloc(1, sizeof(*f));
 	if (f)
@@ -39,6 +46,8 @@ void nv_fo_attach(void *comm)
 			"when one of its devices fails", c->peer);
 		return;
 	}
+	f->failover = fo;
+	f->hold_ns = (uint64_t)hold * 1000000ull;
 	f->all = c->qps;
 	f->nall = c->nqps;
 	f->nq0 = c->nq;
@@ -276,19 +285,22 @@ uint32_t nv_fo_revivable(struct nv_comm *c, int *wait)
 	uint32_t r = 0;
 	int d;
 
+	int hold = f->state == NV_FO_HOLD; /* as soon as the port is ACTIVE, no limit */
+
 	*wait = 0;
-	if (!nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY) || !f->dead_local)
+	if ((!hold && !nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY)) || !f->dead_local)
 		return 0;
 	delay = (uint64_t)nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_START_DELAY) * 1000000ull;
 	for (d = 0; d < c->ndevs; d++) {
 		struct nv_comm_dev *cd = &c->dev[d];
 
 		if (!(f->dead_local & (1u << d)) || nv_hca_failed(cd->hca) ||
-		    f->revivals[d] >= nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX) ||
+		    (!hold && f->revivals[d] >=
+			      nv_param_int(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX)) ||
 		    nv_ibv_query_port(cd->hca->ctx, cd->dev->port, &pa) != NV_OK ||
 		    pa.state != IBV_PORT_ACTIVE)
 			continue;
-		if (now - f->t_dead[d] < delay)
+		if (!hold && now - f->t_dead[d] < delay)
 			*wait = 1;
 		else
 			r |= 1u << d;
@@ -310,4 +322,40 @@ int nv_fo_requests_open(const struct nv_comm *c)
 		if (c->reqs[i].type != NV_REQ_FREE)
 			return 1;
 	return 0;
+}
+
+/*
+ * A hold ends: device d's GID is chosen again by the configured rule from
+ * the port's current table (a flap that removed and re-added the address
+ * may have moved it to another index). The same GID at another index: the
+ * new index from now on (the peer addresses us by the GID, which it already
+ * has). Another GID (the address itself changed): the comm fails, the peer
+ * cannot learn it without a new connection.
+ */
+nv_status_t nv_fo_gid_again(struct nv_comm *c, int d)
+{
+	struct nv_comm_dev *cd = &c->dev[d];
+	struct nv_fo *f = c->fo;
+	struct nv_gid_info g;
+	char a[64], b[64];
+	size_t o;
+
+	atomic_store(&cd->dev->gid_stale, 1); /* the GID_CHANGE event may still be on its way */
+	if (nv_dev_gid(cd->dev, &g) != NV_OK)
+		return NV_FO_BUSY; /* no usable GID yet: the address comes back later */
+	if (memcmp(g.gid.raw, cd->gid.gid.raw, 16)) {
+		nv_comm_fail(c, NV_ERR_SYSTEM, "%s %s: NCCL_VERBS_LINK_HOLD_MS: %s:%u came back "
+			     "with another GID (%s, was %s): the port's address changed; a new "
+			     "connection is needed", nv_fo_kind(c), c->peer, cd->hca->name,
+			     cd->dev->port, nv_ibv_gid_str(&g.gid, a, sizeof(a)),
+			     nv_ibv_gid_str(&cd->gid.gid, b, sizeof(b)));
+		return c->error;
+	}
+	if (g.index != cd->gid.index) {
+		o = strlen(f->hold_gid);
+		snprintf(f->hold_gid + o, sizeof(f->hold_gid) - o, "%s%s:%u GID index %d -> %d",
+			 o ? ", " : "; ", cd->hca->name, cd->dev->port, cd->gid.index, g.index);
+	}
+	cd->gid = g;
+	return NV_OK;
 }

@@ -19,10 +19,15 @@ enum nv_fo_state {
 	NV_FO_XCHG,		/* our STATE sent (or being sent), waiting for the peer's */
 	NV_FO_READY,		/* restarted; READY sent, waiting for the peer's */
 	NV_FO_RESEND,		/* sender: posting the messages to send again */
+	NV_FO_HOLD,		/* NCCL_VERBS_LINK_HOLD_MS: no device pair left, waiting for one */
 };
 
 struct nv_fo {
 	int state;			/* enum nv_fo_state */
+	int failover;			/* NCCL_IB_RESILIENCY_PORT_FAILOVER applies (several devices) */
+	uint64_t hold_ns;		/* NCCL_VERBS_LINK_HOLD_MS in ns, 0 = off */
+	uint64_t hold_t0, hold_until;	/* this hold's start and end (0: not holding) */
+	char hold_gid[96];		/* GID indexes that moved, for the recovered line */
 	uint32_t epoch;			/* rounds completed (the PSNs follow it) */
 	uint32_t dead_local;		/* our failed devices (until recovered) */
 	uint32_t dead_peer;		/* the peer's, as its last STATE said */
@@ -72,6 +77,8 @@ void nv_fo_scan(struct nv_comm *c);
 void nv_fo_take_events(struct nv_comm *c);
 /* Recovery: failed local devices that may be taken back now (*wait: soon). */
 uint32_t nv_fo_revivable(struct nv_comm *c, int *wait);
+/* Hold: device d's GID chosen again (its index may have moved); its port GID changed: fails. */
+nv_status_t nv_fo_gid_again(struct nv_comm *c, int d);
 /* 1 when the comm has requests NCCL has not seen complete. */
 int nv_fo_requests_open(const struct nv_comm *c);
 

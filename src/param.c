@@ -128,6 +128,10 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 	INT_ROW(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_ACK_TIMEOUT,
 		"NCCL_IB_RESILIENCY_PORT_RECOVERY_ACK_TIMEOUT", 5000, 0, 600000,
 		"NCCL's recovery ack timeout (accepted, unused: a round has NCCL_VERBS_CONNECT_TIMEOUT_MS)"),
+	INT_ROW(NV_PARAM_VERBS_LINK_HOLD_MS, "NCCL_VERBS_LINK_HOLD_MS", 0, 0, 3600000,
+		"ms a comm whose ports all went down holds its requests for them to come back "
+		"(then its QPs restart, the GID is chosen again, unfinished messages are sent "
+		"again); 0: it fails at once (both sides must agree)"),
 	INT_ROW(NV_PARAM_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX,
 		"NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX", 5, 0, 1000,
 		"recovery attempts per failed device before it stays failed"),

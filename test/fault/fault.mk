@@ -31,6 +31,7 @@ FAULT_TESTS = \
 	test/fault/fault_storm \
 	test/fault/fault_rules \
 	test/fault/fault_failover \
+	test/fault/fault_hold \
 	test/fault/fault_credit \
 	test/fault/fault_eager \
 	test/fault/fault_sqroom
@@ -53,6 +54,10 @@ test_fault_fault_config_LDADD = $(FAULT_LDADD)
 test_fault_fault_failover_SOURCES = test/fault/fault_failover.c
 test_fault_fault_failover_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_failover_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_hold_SOURCES = test/fault/fault_hold.c
+test_fault_fault_hold_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_hold_LDADD = $(FAULT_LDADD)
 
 test_fault_fault_sqroom_SOURCES = test/fault/fault_sqroom.c
 test_fault_fault_sqroom_CPPFLAGS = $(FAULT_CPPFLAGS)
