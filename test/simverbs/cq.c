@@ -354,6 +354,7 @@ static void sv_poll_idle(struct sv_cq *cq)
 		cq->idle_since = now;
 	} else if (now - cq->idle_since >= sv_g.poll_yield_ns) {
 		cq->idle_since = now;
+		sv_cnt_tick(now);
 		sched_yield();
 	}
 }

@@ -171,9 +171,21 @@ static uint64_t sv_scaled(double ns)
 	return v < 1000.0 ? 1000 : (uint64_t)v;
 }
 
-/* The peer cannot be reached: retry until timeout * (retry_cnt + 1). */
+/* The requester's counter c and the responder's counter rc (SV_CNT_N: none). */
+static void sv_cnt_pair(struct sv_qp *qp, enum sv_cnt c, enum sv_cnt rc)
+{
+	if (c != SV_CNT_N)
+		sv_cnt_add(qp->sh->host, qp->sh->dev_idx, qp->sh->port, c, 1);
+	if (rc != SV_CNT_N && qp->peer)
+		sv_cnt_add(qp->peer->host, qp->peer->dev_idx, qp->peer->port, rc, 1);
+}
+
+/* The peer cannot be reached: retry until timeout * (retry_cnt + 1); on the
+ * requester's port each try was a local ACK timeout. */
 static enum sv_exec sv_unreachable(struct sv_qp *qp, struct sv_swqe *w, uint64_t now)
 {
+	uint32_t h = qp->sh->host, d = qp->sh->dev_idx, p = qp->sh->port;
+
 	if (w->wait != SV_WAIT_RETRY) {
 		w->wait = SV_WAIT_RETRY;
 		w->deadline = qp->attr.timeout ?
@@ -182,6 +194,9 @@ static enum sv_exec sv_unreachable(struct sv_qp *qp, struct sv_swqe *w, uint64_t
 	}
 	if (now < w->deadline)
 		return SV_STALL;
+	sv_cnt_add(h, d, p, SV_CNT_ACK_TIMEOUT, qp->attr.retry_cnt + 1u);
+	sv_cnt_add(h, d, p, SV_CNT_RETRIES, qp->attr.retry_cnt);
+	sv_cnt_add(h, d, p, SV_CNT_RETRY_EXC, 1);
 	return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
 }
 
@@ -194,13 +209,19 @@ static enum sv_exec sv_rnr(struct sv_qp *qp, struct sv_swqe *w, uint64_t now)
 		w->wait = SV_WAIT_RNR;
 		w->rnr_left = qp->attr.rnr_retry;
 		w->rnr_next = now + delay;
+		sv_cnt_pair(qp, SV_CNT_RNR_NAK_RCVD, SV_CNT_RNR_NAK_SENT);
 		return SV_STALL;
 	}
-	if (qp->attr.rnr_retry == 7 || now < w->rnr_next)
+	if (now < w->rnr_next)
 		return SV_STALL;
-	if (!w->rnr_left)
+	if (qp->attr.rnr_retry != 7 && !w->rnr_left) {
+		sv_cnt_pair(qp, SV_CNT_RNR_RETRY_EXC, SV_CNT_N);
 		return sv_fail(qp, IBV_WC_RNR_RETRY_EXC_ERR);
-	w->rnr_left--;
+	}
+	/* the retry: counted as a NAK only when it is refused again */
+	sv_cnt_pair(qp, SV_CNT_RNR_NAK_RCVD, SV_CNT_RNR_NAK_SENT);
+	if (qp->attr.rnr_retry != 7)
+		w->rnr_left--;
 	w->rnr_next = now + delay;
 	return SV_STALL;
 }
@@ -599,6 +620,8 @@ static enum sv_exec sv_do_ud(struct sv_qp *qp, struct sv_swqe *w, struct sv_iovs
 	out.any_gpu = lio->any_gpu;
 	if (sv_xfer(d->pid, true, &out, &rio))
 		return SV_DONE;	/* the receiver vanished: lost */
+	sv_cnt_add(d->host, d->dev_idx, d->port, SV_CNT_RCV_PKTS, 1);
+	sv_cnt_add(d->host, d->dev_idx, d->port, SV_CNT_RCV_DATA, w->length + sv_pkt_hdr(qp));
 	e.byte_len = SV_GRH_LEN + w->length;
 	e.imm = imm ? w->imm : 0;
 	e.wc_flags = (ah->is_global ? IBV_WC_GRH : 0) | (imm ? IBV_WC_WITH_IMM : 0);
@@ -662,6 +685,29 @@ static int sv_fail_op_due(struct sv_qp *qp)
 	return v & SV_FAIL_ACK ? 2 : 1;
 }
 
+/*
+ * Loss on the QP's path (loss.c): draws the WQE's recovery when it first
+ * executes, then holds it (and the QP's later WQEs) until the recovery's
+ * time has passed.  true: wait; false: its time has come (SV_WAIT_LOSS_EXC:
+ * its retries ran out, it fails with RETRY_EXC_ERR).
+ */
+static bool sv_loss_wait(struct sv_qp *qp, struct sv_swqe *w, uint64_t now)
+{
+	uint64_t delay;
+	enum sv_loss_res lr;
+
+	if (w->wait == SV_WAIT_NONE) {
+		uint32_t ppb = sv_loss_ppb(qp);
+
+		lr = ppb ? sv_loss_run(qp, w, ppb, &delay) : SV_LOSS_CLEAN;
+		if (lr == SV_LOSS_CLEAN)
+			return false;
+		w->wait = lr == SV_LOSS_EXCEEDED ? SV_WAIT_LOSS_EXC : SV_WAIT_LOSS;
+		w->deadline = delay == UINT64_MAX || now + delay < now ? UINT64_MAX : now + delay;
+	}
+	return now < w->deadline;
+}
+
 /* Executes the WQE at sq_exec.  Caller holds qp->lock; QP is RTS. */
 static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 {
@@ -694,8 +740,15 @@ static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 		ack_lost = sv_fail_op_due(qp);
 	if (ack_lost == 1)
 		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
+	if (SV_UNLIKELY(w->wait >= SV_WAIT_LOSS) || SV_UNLIKELY(w->wait == SV_WAIT_NONE && !w->ah &&
+								 sv_loss_ppb(qp))) {
+		if (sv_loss_wait(qp, w, now))
+			return SV_STALL;
+		if (w->wait == SV_WAIT_LOSS_EXC)
+			return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
+	}
 	if (SV_UNLIKELY(w->ah))
-		r = sv_do_ud(qp, w, &lio);
+		r = SV_UNLIKELY(sv_loss_ud(qp)) ? SV_DONE : sv_do_ud(qp, w, &lio);
 	else if (w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM)
 		r = sv_do_send(qp, w, &lio, now);
 	else if (sv_op_atomic(w->opcode))
@@ -708,6 +761,8 @@ static enum sv_exec sv_exec_one(struct sv_qp *qp, uint64_t now)
 	if (SV_UNLIKELY(ack_lost == 2)) /* it landed; the requester never hears of it */
 		return sv_fail(qp, IBV_WC_RETRY_EXC_ERR);
 	w->wait = SV_WAIT_NONE;
+	if (SV_LIKELY(!w->counted))
+		sv_cnt_op(qp, w);
 	sv_complete(qp, qp->sq_exec, IBV_WC_SUCCESS, w->length);
 	qp->sq_exec++;
 	return SV_DONE;
@@ -731,6 +786,8 @@ void sv_qp_progress(struct sv_qp *qp)
 			break;
 		}
 	}
+	if (now)
+		sv_cnt_tick(now);
 	if (stall != qp->stalled) {
 		qp->stalled = stall;
 		if (stall)

@@ -296,6 +296,21 @@ static int sv_cmd_knob(const char *cmd, const char *a1, const char *a2)
 	return 0;
 }
 
+/* loss <probability> [dev]: each packet on dev's link (every link) is lost
+ * with this probability (0 to 1; loss.c). */
+static int sv_cmd_loss(const char *a1, const char *a2)
+{
+	struct sv_dev_knobs *d = a2 ? sv_knobs_dev(a2) : NULL;
+	char *end = NULL;
+	double p = a1 ? strtod(a1, &end) : -1;
+
+	if (!a1 || end == a1 || *end || !(p >= 0 && p <= 1) || (a2 && !d))
+		return EINVAL;
+	atomic_store(d ? &d->loss_ppb : &sv_g.fab->knobs.loss_ppb, (uint32_t)(p * 1e9 + 0.5));
+	sv_bump_epoch();	/* QPs look their peer's knobs up again */
+	return 0;
+}
+
 static int sv_cmd_reset(void)
 {
 	struct sv_knobs *k = &sv_g.fab->knobs;
@@ -303,8 +318,11 @@ static int sv_cmd_reset(void)
 	atomic_store(&k->latency_ns, 0);
 	atomic_store(&k->qp_err_after, 0);
 	atomic_store(&k->nbad_gids, 0);
-	for (int i = 0; i < SV_MAX_DEV_KNOBS; i++)
+	atomic_store(&k->loss_ppb, 0);
+	for (int i = 0; i < SV_MAX_DEV_KNOBS; i++) {
 		atomic_store(&k->dev[i].err_after, 0);
+		atomic_store(&k->dev[i].loss_ppb, 0);
+	}
 	atomic_store(&k->timeout_scale_ppm, (uint32_t)(SV_DEFAULT_TIMEOUT_SCALE * 1e6));
 	for (int i = 0; i < SV_MAX_DEV_KNOBS; i++) {
 		atomic_store(&k->dev[i].latency_ns, 0);
@@ -326,21 +344,24 @@ static int sv_cmd_status(char *out, size_t len)
 		nmr += atomic_load(&f->mrs[i].key) != 0;
 	o += (size_t)snprintf(out + o, len - o,
 			      "fabric %s epoch %u mrs %d latency_ns %llu qp_err_after %llu "
-			      "timeout_scale %.4f unreachable_gids %u\n", sv_g.fabric_name,
+			      "timeout_scale %.4f unreachable_gids %u loss %.9g\n", sv_g.fabric_name,
 			      atomic_load(&f->epoch), nmr,
 			      (unsigned long long)atomic_load(&f->knobs.latency_ns),
 			      (unsigned long long)atomic_load(&f->knobs.qp_err_after),
-			      sv_timeout_scale(), atomic_load(&f->knobs.nbad_gids));
+			      sv_timeout_scale(), atomic_load(&f->knobs.nbad_gids),
+			      atomic_load(&f->knobs.loss_ppb) / 1e9);
 	for (int i = 0; i < SV_MAX_DEV_KNOBS && o < len; i++) {
 		struct sv_dev_knobs *d = &f->knobs.dev[i];
 
 		if (d->name[0])
 			o += (size_t)snprintf(out + o, len - o,
 					      "device %s host %u ports_down 0x%x latency_ns %llu bw_mbps %llu "
-					      "err_after %llu\n", d->name, d->host, atomic_load(&d->port_down),
+					      "err_after %llu loss %.9g\n", d->name, d->host,
+					      atomic_load(&d->port_down),
 					      (unsigned long long)atomic_load(&d->latency_ns),
 					      (unsigned long long)atomic_load(&d->bw_mbps),
-					      (unsigned long long)atomic_load(&d->err_after));
+					      (unsigned long long)atomic_load(&d->err_after),
+					      atomic_load(&d->loss_ppb) / 1e9);
 	}
 	for (int i = 0; i < SV_MAX_PROCS && o < len; i++)
 		if (atomic_load(&f->procs[i].pid))
@@ -399,6 +420,12 @@ int sv_control(const char *cmdline, char *out, size_t outlen)
 		return sv_cmd_gid(cmd, a1);
 	if (!strcmp(cmd, "latency") || !strcmp(cmd, "bw-cap") || !strcmp(cmd, "timeout-scale"))
 		return sv_cmd_knob(cmd, a1, a2);
+	if (!strcmp(cmd, "loss"))
+		return sv_cmd_loss(a1, a2);
+	if (!strcmp(cmd, "flush-counters")) {
+		sv_cnt_flush();
+		return 0;
+	}
 	if (!strcmp(cmd, "reset"))
 		return sv_cmd_reset();
 	if (!strcmp(cmd, "status"))
@@ -434,6 +461,7 @@ void sv_knobs_from_env(void)
 		{ "SIMVERBS_LATENCY_NS", "latency" },
 		{ "SIMVERBS_QP_ERR_AFTER", "qp-err-after" },
 		{ "SIMVERBS_TIMEOUT_SCALE", "timeout-scale" },
+		{ "SIMVERBS_LOSS", "loss" },
 	};
 	const char *ctl = getenv("SIMVERBS_CONTROL");
 	const char *y = getenv("SIMVERBS_POLL_YIELD");

@@ -425,6 +425,7 @@ int sv_host_ready(void)
 	sv_sysfs_root();
 	sv_sysfs_create();
 	sv_g.host_pid = getpid();
+	sv_cnt_flush();	/* the counter files, zero, before any traffic */
 	if (sv_any_netdev())
 		sv_monitor_start();
 out:

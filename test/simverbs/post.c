@@ -91,6 +91,7 @@ static int sv_queue_send(struct sv_qp *qp, const struct ibv_send_wr *wr)
 	}
 	w->not_before = 0;
 	w->wait = SV_WAIT_NONE;
+	w->counted = false;
 	if (SV_UNLIKELY(qp->snap != NULL))
 		sv_srccheck_post(qp, idx);
 	__atomic_store_n(&qp->sq_post, idx + 1, __ATOMIC_RELAXED);

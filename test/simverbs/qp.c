@@ -379,6 +379,8 @@ static int sv_to_rtr(struct sv_qp *qp, const struct ibv_qp_attr *a)
 	if (!sv_peer_map(qp, d))
 		return 0;	/* gone meanwhile: unreachable */
 	qp->peer_port = dport;
+	qp->peer_knobs = NULL;
+	qp->peer_knobs_epoch = atomic_load(&sv_g.fab->epoch) - 1;
 	qp->addr_ok = true;
 	qp->peer_pid = d->pid;
 	qp->peer_dead = false;

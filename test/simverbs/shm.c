@@ -517,6 +517,7 @@ void sv_detach(void)
 
 	if (!sv_g.attached || sv_g.pid != getpid())
 		return;
+	sv_cnt_flush();
 	if (sv_lock())
 		return;
 	sv_reclaim_pid(sv_g.pid);

@@ -6,6 +6,7 @@ noinst_LTLIBRARIES += test/simverbs/libibverbs.la
 test_simverbs_libibverbs_la_SOURCES = \
 	test/simverbs/config.c \
 	test/simverbs/context.c \
+	test/simverbs/counters.c \
 	test/simverbs/cq.c \
 	test/simverbs/cqx.c \
 	test/simverbs/engine.c \
@@ -15,6 +16,7 @@ test_simverbs_libibverbs_la_SOURCES = \
 	test/simverbs/gpu.h \
 	test/simverbs/host.c \
 	test/simverbs/leak.c \
+	test/simverbs/loss.c \
 	test/simverbs/misc.c \
 	test/simverbs/nl.c \
 	test/simverbs/obj.c \
@@ -36,7 +38,7 @@ test_simverbs_libibverbs_la_LDFLAGS = -version-info 1:0:0 -no-undefined \
 test_simverbs_libibverbs_la_CPPFLAGS = $(AM_CPPFLAGS) -D_GNU_SOURCE $(CUDA_CPPFLAGS)
 # paths are bounded by IBV_SYSFS_PATH_MAX by design; truncation is checked where it matters
 test_simverbs_libibverbs_la_CFLAGS = $(AM_CFLAGS) -Wno-format-truncation
-test_simverbs_libibverbs_la_LIBADD = -lpthread -lrt -ldl
+test_simverbs_libibverbs_la_LIBADD = -lpthread -lrt -ldl -lm
 EXTRA_test_simverbs_libibverbs_la_DEPENDENCIES = $(srcdir)/test/simverbs/simverbs.map
 EXTRA_DIST += test/simverbs/simverbs.map test/simverbs/README.md
 
@@ -75,7 +77,8 @@ SV_TEST_PROGS = \
 	test/simverbs/tests/sv_netdev \
 	test/simverbs/tests/sv_srccheck \
 	test/simverbs/tests/sv_rxe \
-	test/simverbs/tests/sv_flap
+	test/simverbs/tests/sv_flap \
+	test/simverbs/tests/sv_loss
 check_PROGRAMS += $(SV_TEST_PROGS)
 TESTS += $(SV_TEST_PROGS) test/simverbs/tests/sv_ctl.sh
 dist_check_SCRIPTS += test/simverbs/tests/sv_ctl.sh
@@ -95,6 +98,7 @@ test_simverbs_tests_sv_parity_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_srccheck_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_rxe_LDADD = $(SV_TEST_LDADD)
 test_simverbs_tests_sv_flap_LDADD = $(SV_TEST_LDADD)
+test_simverbs_tests_sv_loss_LDADD = $(SV_TEST_LDADD)
 
 noinst_PROGRAMS += test/simverbs/simverbs-ctl
 test_simverbs_simverbs_ctl_SOURCES = test/simverbs/ctl.c

@@ -54,7 +54,7 @@
 #define SV_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 #define SV_MAGIC 0x53564642u	/* "SVFB" */
-#define SV_VERSION 9u	/* 9: atomics (atomic_lock, max_dest_rd_atomic); 8: link flaps and port speeds in sv_dev_knobs */
+#define SV_VERSION 10u	/* 10: loss knobs, port counters; 9: atomics (atomic_lock, max_dest_rd_atomic); 8: link flaps and port speeds in sv_dev_knobs */
 #define SV_STABLE_VERSION 4u
 
 /* ---------------------------------------------------------------- shm */
@@ -135,6 +135,7 @@ struct sv_dev_knobs {
 	 * of the host rebuilds its GID table before it next reads one */
 	_Atomic uint32_t addr_gone, addr_moved, gid_gen;
 	_Atomic uint32_t speed_mbps[SV_MAX_PORTS];	/* port-speed; 0 = configured */
+	_Atomic uint32_t loss_ppb;	/* packet loss on this device's link, per 1e9 (loss.c) */
 };
 
 struct sv_knobs {
@@ -142,6 +143,7 @@ struct sv_knobs {
 	_Atomic uint64_t qp_err_after;	/* 0 = off */
 	_Atomic uint32_t timeout_scale_ppm;	/* scale * 1e6 */
 	_Atomic uint32_t nbad_gids;
+	_Atomic uint32_t loss_ppb;	/* packet loss on every link, per 1e9 (loss.c) */
 	union ibv_gid bad_gids[SV_MAX_BAD_GIDS];
 	struct sv_dev_knobs dev[SV_MAX_DEV_KNOBS];
 };
@@ -168,17 +170,46 @@ struct sv_shm_port {
 	struct sv_gid gids[SV_GID_TBL_LEN];
 };
 
+/* A port's traffic and error counters as the model counts them (counters.c);
+ * added to by any process whose traffic crosses the port. */
+enum sv_cnt {
+	SV_CNT_XMIT_DATA,	/* octets sent (headers included) */
+	SV_CNT_RCV_DATA,	/* octets received */
+	SV_CNT_XMIT_PKTS,
+	SV_CNT_RCV_PKTS,
+	SV_CNT_OOS,		/* responder: out-of-sequence request packets dropped */
+	SV_CNT_SEQ_NAK,		/* requester: NAK-sequence-error packets received */
+	SV_CNT_ACK_TIMEOUT,	/* requester: local ACK timer expiries */
+	SV_CNT_IMPLIED_NAK,	/* requester: gaps in READ responses */
+	SV_CNT_DUP,		/* responder: duplicate requests received */
+	SV_CNT_RNR_NAK_RCVD,	/* requester: RNR NAKs received */
+	SV_CNT_RNR_NAK_SENT,	/* responder: RNR NAKs sent (no receive posted) */
+	SV_CNT_RETRY_EXC,	/* requester: RETRY_EXC_ERR completions */
+	SV_CNT_RNR_RETRY_EXC,	/* requester: RNR_RETRY_EXC_ERR completions */
+	SV_CNT_RETRIES,		/* requester: retransmission rounds (NAK or timeout) */
+	SV_CNT_N
+};
+
+struct sv_port_cnt {
+	_Atomic uint64_t v[SV_CNT_N];
+	uint64_t written[SV_CNT_N];	/* values in the sysfs files (host's cnt_writer) */
+	uint32_t rendered;		/* the files exist */
+	uint32_t pad;
+};
+
 struct sv_shm_dev {
 	char name[SV_NAME_MAX];
 	uint32_t link_layer;
 	uint32_t nports;
 	struct sv_shm_port ports[SV_MAX_PORTS];
+	struct sv_port_cnt cnt[SV_MAX_PORTS];
 };
 
 /* A simulated host: the processes of one network namespace (or of one
  * SIMVERBS_HOST name).  Entries are never freed while the fabric lives. */
 struct sv_shm_host {
 	_Atomic uint32_t used;
+	_Atomic int32_t cnt_writer;	/* pid writing the counter files (counters.c) */
 	uint32_t ndevs;
 	char name[64];
 	struct sv_shm_dev devs[SV_MAX_DEVICES];
@@ -464,9 +495,12 @@ struct sv_swqe {
 	uint64_t compare_add, swap;	/* atomics (wr.atomic) */
 	struct sv_ah *ah;		/* UD: destination (wr.ud) */
 	uint32_t ud_qpn, ud_qkey;
+	bool counted;			/* the loss model counted its packets */
 };
 
-enum { SV_WAIT_NONE, SV_WAIT_RNR, SV_WAIT_RETRY };
+/* SV_WAIT_LOSS: retransmissions under way until deadline; SV_WAIT_LOSS_EXC:
+ * then RETRY_EXC_ERR */
+enum { SV_WAIT_NONE, SV_WAIT_RNR, SV_WAIT_RETRY, SV_WAIT_LOSS, SV_WAIT_LOSS_EXC };
 
 /* ibv_wr_* batch (extended QP API), process-local. */
 struct sv_wrbatch {
@@ -531,6 +565,8 @@ struct sv_qp {
 	uint32_t ece_set_options, ece_options;
 	uint64_t peer_checked;
 	bool peer_dead;
+	struct sv_dev_knobs *peer_knobs;	/* loss.c: the peer device's knobs (cached) */
+	uint32_t peer_knobs_epoch;	/* fabric epoch of the last lookup that found none */
 	bool stalled;
 	bool flushed;			/* local flush done for current ERR */
 	bool has_qpx;
@@ -764,6 +800,19 @@ void sv_knobs_from_env(void);
 double sv_timeout_scale(void);
 bool sv_gid_unreachable(const union ibv_gid *gid);
 int sv_control(const char *cmd, char *out, size_t outlen);
+
+/* loss.c: packet loss and RC recovery (go-back-N, ACK timeouts) */
+uint32_t sv_loss_ppb(struct sv_qp *qp);
+enum sv_loss_res { SV_LOSS_CLEAN, SV_LOSS_DELAY, SV_LOSS_EXCEEDED };
+enum sv_loss_res sv_loss_run(struct sv_qp *qp, struct sv_swqe *w, uint32_t ppb, uint64_t *delay);
+bool sv_loss_ud(struct sv_qp *qp);
+
+/* counters.c: the ports' counters and their sysfs files */
+void sv_cnt_add(uint32_t host, uint32_t dev, uint32_t port, enum sv_cnt c, uint64_t v);
+void sv_cnt_op(struct sv_qp *qp, const struct sv_swqe *w);
+void sv_cnt_tick(uint64_t now);
+void sv_cnt_flush(void);
+uint32_t sv_pkt_hdr(const struct sv_qp *qp);
 
 /* leak.c */
 void sv_leak_report(char *out, size_t outlen, unsigned int *count);
