@@ -78,6 +78,10 @@ static void nb_usage(FILE *f)
 "                        or isend() before any receive is posted), then one round\n"
 "      --send-first      with --self: each round tries its isend before its irecv\n"
 "                        (a plugin with an eager path sends at once)\n"
+"      --pairs N         no tests: rank 0 opens N idle send comms to rank 1 (2k to\n"
+"                        2k+1), which accepts them; prints per comm the memory,\n"
+"                        pinned bytes, QPs, CQs, MRs, fds and threads they took\n"
+"                        (verbs objects on simverbs) and the connect time\n"
 "      --calls           per rank: isend/irecv calls (and how many returned no\n"
 "                        request), test() calls (and how many returned not done)\n"
 "      --profile FILE    hand the plugin (ncclNet v10+) a profiler callback that\n"
@@ -124,7 +128,7 @@ static const struct option nb_longopts[] = {
 	{ "self", no_argument, NULL, 10 }, { "profile", required_argument, NULL, 11 },
 	{ "vdev", required_argument, NULL, 12 }, { "idle", required_argument, NULL, 13 },
 	{ "send-first", no_argument, NULL, 24 }, { "recv-depth", required_argument, NULL, 25 },
-	{ "calls", no_argument, NULL, 14 },
+	{ "calls", no_argument, NULL, 14 }, { "pairs", required_argument, NULL, 26 },
 	{ "version", no_argument, NULL, 256 }, { NULL, 0, NULL, 0 }
 };
 
@@ -171,6 +175,7 @@ static int nb_opt_one(struct nb_opts *o, int ch, const char *arg)
 	case 13: return nb_idle_parse(arg, &o->idle);
 	case 14: o->calls = 1; return 0;
 	case 24: o->send_first = 1; return 0;
+	case 26: o->pairs = atoi(arg); return o->pairs > 0 ? 0 : -1;
 	default: return -1;
 	}
 }
@@ -649,7 +654,10 @@ static int nb_rank_main(const struct nb_opts *o, const char *host, int port, int
 		c[pl].nranks = o->nranks;
 		nb_setup_ctx(&c[pl], o);
 	}
-	for (t = 0; t < NB_T_COUNT; t++)
+	for (pl = 0; o->pairs && pl < np; pl++)
+		if (nb_pairs_run(&c[pl], o->pairs) != 0)
+			nb_fail();
+	for (t = 0; !o->pairs && t < NB_T_COUNT; t++)
 		if ((o->tests & (1U << t)) && nb_one_test(t, c, np, rs, &nres) != 0)
 			nb_fail();
 	for (i = 0; i < nres; i++)

@@ -12,6 +12,7 @@
  *   nccl-net-bench-tests.c   sendrecv, latency, multirecv, alltoall plans (nb_test_*)
  *   nccl-net-bench-out.c     table, CSV, SVG (nb_out_*)
  *   nccl-net-bench-self.c    --self: one process, a loopback pair (nb_self_*)
+ *   nccl-net-bench-pairs.c   --pairs N: what N idle comm pairs cost (nb_pairs_run)
  *   nccl-net-bench-main.c    options, per-size driver, main
  */
 #ifndef NCCL_NET_BENCH_H
@@ -278,6 +279,7 @@ struct nb_opts {
 	int send_first;			/* --send-first: --self rounds try isend before irecv */
 	int calls;			/* --calls: print nb_net.calls per rank */
 	const char *profile;		/* --profile FILE */
+	int pairs;			/* --pairs N: open N idle comm pairs, report their cost */
 };
 
 /* Per-size measurement context handed to the test plans. */
@@ -325,6 +327,11 @@ int nb_idle_parse(const char *arg, int *idle);
 /* idle 0: warmup + rounds rounds; else warmup rounds, `rounds` idle calls, one round. */
 int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds, int idle,
 		int send_first);
+
+/* --pairs N (nccl-net-bench-pairs.c): rank 2k opens N send comms to rank 2k+1; rank 0
+ * prints what the comms cost per comm (memory, pinned bytes, QPs, CQs, MRs, fds, threads)
+ * and how long connecting them all took. */
+int nb_pairs_run(struct nb_ctx *c, int npairs);
 
 /* Allreduce (nccl-net-bench-ar.c). */
 int nb_ar_run(struct nb_ctx *c, size_t count, int iters, int check, long *wrong);

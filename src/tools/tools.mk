@@ -10,7 +10,8 @@ NB_SOURCES = \
 	src/tools/nccl-net-bench-ar.c \
 	src/tools/nccl-net-bench-out.c \
 	src/tools/nccl-net-bench-ncclib.c \
-	src/tools/nccl-net-bench-self.c
+	src/tools/nccl-net-bench-self.c \
+	src/tools/nccl-net-bench-pairs.c
 
 bin_PROGRAMS += nccl-net-bench
 nccl_net_bench_SOURCES = $(NB_SOURCES)
@@ -26,7 +27,7 @@ test_bench_libnccl_net_nbfake_la_LDFLAGS = -module -avoid-version -shared -rpath
 
 NB_TESTS = test/bench/nb-fake-modes test/bench/nb-fake-errors \
 	test/bench/nb-verbs-modes test/bench/nb-verbs-errors test/bench/nb-compare test/bench/nb-profile \
-	test/bench/nb-peerkill test/bench/nb-warm
+	test/bench/nb-peerkill test/bench/nb-warm test/bench/nb-pairs
 TESTS += $(NB_TESTS)
 dist_check_SCRIPTS += $(NB_TESTS)
 EXTRA_DIST += test/bench/nb-common.sh

@@ -430,6 +430,11 @@ int sv_control(const char *cmdline, char *out, size_t outlen)
 		return sv_cmd_reset();
 	if (!strcmp(cmd, "status"))
 		return out ? sv_cmd_status(out, outlen) : 0;
+	if (!strcmp(cmd, "objects")) {
+		if (out)
+			sv_object_counts(out, outlen);
+		return 0;
+	}
 	if (!strcmp(cmd, "leak-report")) {
 		if (out)
 			sv_leak_report(out, outlen, &n);

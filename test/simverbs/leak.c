@@ -76,6 +76,22 @@ void sv_leak_report(char *out, size_t outlen, unsigned int *count)
 	pthread_mutex_unlock(&sv_g.lock);
 }
 
+/* One line: how many objects of each kind this process holds, and its pinned bytes. */
+void sv_object_counts(char *out, size_t outlen)
+{
+	size_t o;
+
+	pthread_mutex_lock(&sv_g.lock);
+	o = (size_t)snprintf(out, outlen, "simverbs objects:");
+	for (int k = 0; k < SV_K_NKINDS && o < outlen; k++)
+		o += (size_t)snprintf(out + o, outlen - o, " %s %u", sv_kind_names[k],
+				      (unsigned int)sv_g.nobjs[k]);
+	if (o < outlen)
+		snprintf(out + o, outlen - o, " pinned_bytes %llu\n",
+			 (unsigned long long)sv_g.pinned_bytes);
+	pthread_mutex_unlock(&sv_g.lock);
+}
+
 static struct sv_device *volatile sv_inherited_devs;	/* volatile: a store kept for valgrind */
 
 static void sv_atfork_child(void)

@@ -816,6 +816,7 @@ uint32_t sv_pkt_hdr(const struct sv_qp *qp);
 
 /* leak.c */
 void sv_leak_report(char *out, size_t outlen, unsigned int *count);
+void sv_object_counts(char *out, size_t outlen);
 
 static inline uint64_t sv_pow2(uint64_t v)
 {

@@ -17,6 +17,9 @@ echo "$out" | grep -q "^proc " || fail "status lists no process: $out"
 "$ctl" timeout-scale 0.5 || fail "timeout-scale"
 "$ctl" reset || fail "reset"
 "$ctl" leak-report || fail "leak-report"
+out=$("$ctl" objects 2>&1) || fail "objects: $out"
+echo "$out" | grep -Eq '^simverbs objects: context [0-9]+ pd [0-9]+ mr [0-9]+ cq [0-9]+ qp [0-9]+ .*pinned_bytes [0-9]+$' ||
+	fail "objects output: $out"
 for bad in "bogus" "port-down nosuchdev 1" "bw-cap nosuchdev 5" "qp-error 12345" \
 	   "gid-unreachable not-a-gid" "timeout-scale -1"; do
 	# shellcheck disable=SC2086
