@@ -2,9 +2,9 @@
 # devices, GDR, MR cache. NV_BASE_SOURCES and NV_COMM_SOURCES (src/comm.mk)
 # make up libnvcore.la, which the plugin and the unit tests link.
 NV_BASE_SOURCES = src/log.c src/os.c src/param.c src/ibv.c src/ibv_load.c src/select.c src/device.c src/devset.c src/props.c src/route.c src/event.c \
-	src/gdr.c src/mr.c
+	src/gdr.c src/mr.c src/hwcnt.c
 noinst_HEADERS += src/nv_common.h src/nv_api.h src/log.h src/os.h src/param.h src/ibv.h src/ibv_syms.h src/device.h src/devset.h src/select.h \
-	src/event.h src/mr.h src/plugin.h \
+	src/event.h src/mr.h src/hwcnt.h src/plugin.h \
 	include/nccl/err.h include/nccl/common.h include/nccl/net_device.h include/nccl/net.h \
 	include/nccl/net_v6.h include/nccl/net_v7.h include/nccl/net_v8.h include/nccl/net_v9.h \
 	include/nccl/net_v10.h include/nccl/net_v11.h include/nccl/net_v12.h
@@ -42,7 +42,7 @@ uninstall-local:
 
 # ---- unit tests (no devices needed unless noted) -----------------------------
 noinst_HEADERS += test/unit/nvtest.h test/unit/nvplugin.h
-NV_UNIT_P1 = test/unit/test_param test/unit/test_select test/unit/test_mr_cache
+NV_UNIT_P1 = test/unit/test_param test/unit/test_select test/unit/test_mr_cache test/unit/test_hwcnt
 check_PROGRAMS += $(NV_UNIT_P1)
 TESTS += $(NV_UNIT_P1)
 test_unit_test_param_SOURCES = test/unit/test_param.c
@@ -51,6 +51,8 @@ test_unit_test_select_SOURCES = test/unit/test_select.c
 test_unit_test_select_LDADD = libnvcore.la $(IBVERBS_LIBS)
 test_unit_test_mr_cache_SOURCES = test/unit/test_mr_cache.c
 test_unit_test_mr_cache_LDADD = libnvcore.la $(IBVERBS_LIBS)
+test_unit_test_hwcnt_SOURCES = test/unit/test_hwcnt.c
+test_unit_test_hwcnt_LDADD = libnvcore.la $(IBVERBS_LIBS)
 
 # Needs devices: runs over simverbs (first on LD_LIBRARY_PATH in make check).
 check_PROGRAMS += test/unit/test_device
