@@ -210,17 +210,10 @@ static int nv_acc_build(struct nv_listen_comm *lc)
 		snprintf(lc->hs.why, sizeof(lc->hs.why), "QP bring-up (see above)");
 		return nv_acc_fail(lc, NV_WST_QP_FAILED);
 	}
-	if (nv_acc_gdr_flush_wanted(c)) {
-		if (nv_comm_flush_qps(c) != NV_OK)
-			goto err_resources;
-		lc->rc->gdr_flush = 1;
-	}
+	/* the flush QPs come with the first flush (or eager copy into GPU memory):
+	 * a comm that never receives into GPU memory never holds one */
+	lc->rc->gdr_flush = nv_acc_gdr_flush_wanted(c);
 	if (nv_eager_ring_setup(lc->rc) != NV_OK)
-		goto err_resources;
-	/* eager messages reach GPU buffers by a loopback RDMA write on the flush QP */
-	if (lc->rc->eager.max && !c->dev[0].flush_qp &&
-	    (c->dev[0].hca->gdr.ptr_support & (NV_MEM_CUDA | NV_MEM_DMABUF)) &&
-	    nv_comm_flush_qps(c) != NV_OK)
 		goto err_resources;
 	m = malloc(sizeof(*m));
 	if (!m)

@@ -221,7 +221,8 @@ struct nv_comm_dev {
 	struct ibv_mr *ctrl_mr;		/* control region on this device */
 	struct nv_gid_info gid;		/* local GID used on this device */
 	struct nv_sink_link sink_link;	/* comm's sink on the HCA's list (DEVICE_FATAL) */
-	struct ibv_qp *flush_qp;	/* receiver, GDR flush only */
+	struct ibv_qp *flush_qp;	/* receiver: GDR flush and eager copies to GPU; made
+					 * at the first (nv_comm_flush_qps) */
 	int flush_max;			/* its send queue depth */
 	int flush_outstanding;		/* flush READs posted, not yet completed */
 };
@@ -341,7 +342,7 @@ struct nv_send_comm {
 struct nv_recv_comm {
 	struct nv_comm base;
 	uint64_t head;			/* sequence of the next irecv */
-	int gdr_flush;			/* flush QPs exist */
+	int gdr_flush;			/* iflush reads GPU buffers (QPs made at the first) */
 	/* Templates of irecv's WRs: constant fields set once (nv_recv_comm_ready),
 	 * irecv fills in the rest; posting copies them, so reuse is immediate. */
 	struct ibv_send_wr cts_wr;
@@ -385,6 +386,8 @@ int nv_comm_probe_landed(const struct nv_comm *c);
  * names both NICs, GIDs/LIDs and QPNs (diag.c).
  */
 void nv_comm_probe_lost(struct nv_comm *c, const char *what);
+/* The flush QPs of every device that has none yet (iflush and the eager copy
+ * into GPU memory make them at first use). */
 nv_status_t nv_comm_flush_qps(struct nv_comm *c);
 nv_status_t nv_comm_destroy(struct nv_comm *c);
 /* ---- eager ring lifetime (eager_ring.c) ------------------------------------ */

@@ -198,6 +198,12 @@ static int nv_eager_copy_post(struct nv_recv_comm *rc, uint64_t seq)
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge;
 
+	if (nv_unlikely(!d->flush_qp) && nv_comm_flush_qps(c) != NV_OK) {
+		nv_comm_fail(c, NV_ERR_SYSTEM, "creating the loopback QP that copies eager messages "
+			     "into GPU buffers on %s (connection from %s) failed (see above)",
+			     d->hca->name, c->peer);
+		return -1;
+	}
 	if (d->flush_outstanding >= d->flush_max) {
 		E->dirty = 1;
 		return 0; /* COPYQ: posted by a later pass */

@@ -617,6 +617,8 @@ nv_status_t nv_comm_flush_qps(struct nv_comm *c)
 	for (i = 0; i < c->ndevs; i++) {
 		struct nv_comm_dev *d = &c->dev[i];
 
+		if (d->flush_qp)
+			continue;
 		d->flush_max = d->plan.flush_wr; /* counted in the CQ's depth */
 		st = nv_comm_qp_create(c, d, d->flush_max, 1,
 				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |

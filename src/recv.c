@@ -257,6 +257,11 @@ nv_status_t nv_net_iflush(void *recv_comm, int n, void **data, int *sizes, void 
 	if (last < 0)
 		return NV_OK; /* nothing in GPU memory: no flush needed */
 	mh = mhandles[last];
+	if (nv_unlikely(!c->dev[c->ndevs - 1].flush_qp) && nv_comm_flush_qps(c) != NV_OK) {
+		nv_comm_fail(c, NV_ERR_SYSTEM, "creating the GPU flush QP of the connection from %s "
+			     "at its first flush failed (see above)", c->peer);
+		return c->error;
+	}
 	/* A NULL request would mean "no flush needed", so wait for room instead (the
 	 * loopback READs complete in microseconds; bounded by the connect timeout). */
 	st = nv_flush_room(c);
