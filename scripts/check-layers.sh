@@ -28,7 +28,8 @@ ranks='
 3.35 admit.c admit.h
 3.4  accept.c
 4    engine.c engine.h recv.c send.c eager.c eager.h failover.c failover.h fo_detect.c fo_state.h
-5    plugin.c plugin_compat.c plugin.h
+4.5  rma.h rma_coll.c rma_ctx.c rma_ops.c
+5    plugin.c plugin_compat.c plugin.h rma_plugin.c
 '
 rank_of() {
 	printf '%s\n' "$ranks" | awk -v f="$1" '{ for (i = 2; i <= NF; i++) if ($i == f) { print $1; exit } }'

@@ -7,7 +7,11 @@ noinst_HEADERS += src/nv_common.h src/nv_api.h src/log.h src/os.h src/param.h sr
 	src/event.h src/mr.h src/hwcnt.h src/plugin.h \
 	include/nccl/err.h include/nccl/common.h include/nccl/net_device.h include/nccl/net.h \
 	include/nccl/net_v6.h include/nccl/net_v7.h include/nccl/net_v8.h include/nccl/net_v9.h \
-	include/nccl/net_v10.h include/nccl/net_v11.h include/nccl/net_v12.h
+	include/nccl/net_v10.h include/nccl/net_v11.h include/nccl/net_v12.h \
+	src/rma.h include/nccl/rma.h include/nccl/rma_v13.h include/nccl/rma_v14.h include/nccl/rma_v15.h
+# One-sided operations for NCCL's RMA tables (ncclRmaPlugin_v13..v15), a layer
+# of their own above the devices and socket layers (src/rma.h).
+NV_RMA_SOURCES = src/rma_coll.c src/rma_ctx.c src/rma_ops.c src/rma_plugin.c
 
 noinst_LTLIBRARIES += libnvcore.la
 libnvcore_la_SOURCES = $(NV_BASE_SOURCES) $(NV_COMM_SOURCES)
@@ -21,12 +25,12 @@ libnvcore_la_LIBADD = -ldl
 # nothing ever links against it, so it is installed as that one file, without
 # a .la and without anything that would need `libtool --finish`.
 noinst_LTLIBRARIES += libnccl-net-verbs.la
-libnccl_net_verbs_la_SOURCES = src/plugin.c src/plugin_compat.c
+libnccl_net_verbs_la_SOURCES = src/plugin.c src/plugin_compat.c $(NV_RMA_SOURCES)
 libnccl_net_verbs_la_LIBADD = libnvcore.la
 # nodelete: NCCL may dlclose us with our event threads still running (v6..v10
 # get no finalize); keeping the code mapped makes that and reloads safe.
 libnccl_net_verbs_la_LDFLAGS = -module -avoid-version -shared -no-undefined -rpath $(libdir) \
-	-Wl,--no-undefined -Wl,-z,nodelete -export-symbols-regex '^ncclNetPlugin_v[0-9]+$$'
+	-Wl,--no-undefined -Wl,-z,nodelete -export-symbols-regex '^nccl(Net|Rma)Plugin_v[0-9]+$$'
 # A root `make install` into a directory the dynamic loader searches (e.g.
 # /usr/local/lib, listed in /etc/ld.so.conf.d) refreshes ld.so's cache, so that
 # NCCL_NET_PLUGIN=verbs finds the plugin at once.

@@ -1,6 +1,6 @@
 /*
  * test_plugin - the built libnccl-net-verbs.so as NCCL sees it, over simverbs:
- * exported tables v6..v12 (and nothing else), their mandatory members, init
+ * exported tables: net v6..v12 and RMA v13..v15 (and nothing else), their mandatory members, init
  * in both forms, repeated init/finalize and reload, getProperties through every
  * version's layout, NCCL_IB_DISABLE (one WARN), a bad knob, NCCL_IB_PKEY beyond
  * the port's P_Key table, an empty NCCL_IB_HCA match,
@@ -92,6 +92,17 @@ static void sc_symbols(void)
 		CHECK(name && *name && !strcmp(*name, "Verbs"));
 	}
 	CHECK(dlsym(h, "ncclNetPlugin_v5") == NULL && dlsym(h, "ncclNetPlugin_v13") == NULL);
+	/* the RMA tables NCCL 2.30 (v14, v13) and 2.31 (v15) look for, and no other */
+	for (int v = 13; v <= 15; v++) {
+		char sym[32];
+		const char **name;
+
+		snprintf(sym, sizeof(sym), "ncclRmaPlugin_v%d", v);
+		name = dlsym(h, sym);
+		CHECK(name && *name && !strcmp(*name, "Verbs"));
+	}
+	CHECK(dlsym(h, "ncclRmaPlugin_v12") == NULL && dlsym(h, "ncclRmaPlugin_v16") == NULL);
+	CHECK(dlsym(h, "ncclGinPlugin_v13") == NULL && dlsym(h, "nv_rma_put") == NULL);
 	CHECK(dlsym(h, "nv_net_listen") == NULL && dlsym(h, "nv_init") == NULL);
 	CHECK(dlsym(h, "nv_log") == NULL && dlsym(h, "ncclCollNetPlugin_v12") == NULL);
 	v12 = dlsym(h, "ncclNetPlugin_v12");
