@@ -82,6 +82,7 @@ struct nv_async_sink {
 struct nv_sink_link {
 	struct nv_async_sink *sink;	/* NULL: not attached */
 	struct nv_sink_link *prev, *next;
+	uint8_t port;			/* the comm's port on the HCA (set before attach; 0: any) */
 };
 
 static inline bool nv_async_sink_failed(struct nv_async_sink *s)

@@ -55,6 +55,22 @@ static void nv_hca_record(struct nv_hca *h, int event_type, const char *what)
 	pthread_mutex_unlock(&nv_sink_lock);
 }
 
+/*
+ * A port went down: every comm with failover on that uses it gets the event
+ * in its sink, so its next call starts a round (which tells the peer) even
+ * when nothing of it is in flight and no error completion will come.
+ */
+static void nv_hca_record_port(struct nv_hca *h, int port, int event_type, const char *what)
+{
+	struct nv_sink_link *l;
+
+	pthread_mutex_lock(&nv_sink_lock);
+	for (l = h->sinks; l; l = l->next)
+		if (atomic_load(&l->sink->fo_wake) && (!l->port || l->port == port))
+			nv_sink_record_locked(l->sink, event_type + 1, what);
+	pthread_mutex_unlock(&nv_sink_lock);
+}
+
 /* A port came back: comms with failover look at their failed devices (recovery). */
 static void nv_hca_wake_failover(struct nv_hca *h)
 {
@@ -244,6 +260,8 @@ void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
 	} else if (t == IBV_EVENT_PORT_ERR && nv_event_comm_rides()) {
 		NV_INFO(NV_SUB_NET, "%s (its comms fail over or hold, each failing with one WARN)",
 			what);
+		if (nv_param_int(NV_PARAM_IB_RETURN_ASYNC_EVENTS))
+			nv_hca_record_port(h, ev->element.port_num, (int)t, what);
 	} else if (t == IBV_EVENT_GID_CHANGE) {
 		NV_INFO(NV_SUB_NET, "%s: the port's GID is chosen again for new connections", what);
 	} else if (t == IBV_EVENT_PORT_ERR) {

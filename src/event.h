@@ -2,8 +2,10 @@
  * event.h - the per-HCA asynchronous event thread (event.c).
  * Started once per opened HCA at discovery, stopped at the last fini. It
  * records fatal events into the struct nv_async_sink named by the QP/CQ
- * context (or the HCA's own sink for device-wide events), marks GID caches
- * stale on GID_CHANGE, and logs everything else. Every NV_LIVENESS_NS it
+ * context (or the HCA's own sink for device-wide events), records a
+ * PORT_ERR into the sink of every attached comm with failover on that uses
+ * the port (it starts a round at its next call), marks GID caches stale on
+ * GID_CHANGE, and logs everything else. Every NV_LIVENESS_NS it
  * also checks the handshake socket of each watched comm that has been
  * waiting (nv_hca_sink_watch), so the data path's idle polls cost a store
  * and a load instead of clock reads and a system call.
@@ -23,7 +25,8 @@ void nv_async_sink_record(struct nv_async_sink *sink, int event_type, const char
 void nv_async_sink_clear(struct nv_async_sink *sink, int bits);
 /*
  * Puts sink on hca's list: a later DEVICE_FATAL on hca is recorded into it
- * too (NV_SINK_DEVICE), and one that already happened is recorded at once.
+ * too (NV_SINK_DEVICE), and one that already happened is recorded at once;
+ * with sink->fo_wake set, so is a PORT_ERR on port l->port (set by the caller).
  * detach is idempotent; a comm detaches before its sink goes away.
  */
 void nv_hca_sink_attach(struct nv_hca *hca, struct nv_sink_link *l, struct nv_async_sink *sink);

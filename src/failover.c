@@ -780,6 +780,10 @@ nv_status_t nv_fo_check(struct nv_comm *c)
 
 	nv_fo_take_events(c);
 	if (f->state == NV_FO_IDLE) {
+		/* an event: completions already queued are classified before our drain's
+		 * flushes could hide them (a suspect of another rail stays one) */
+		if (f->scan && nv_comm_progress(c) != NV_OK)
+			return c->error;
 		if (f->scan)
 			nv_fo_scan(c);
 		f->scan = 0;
@@ -802,8 +806,10 @@ nv_status_t nv_fo_check(struct nv_comm *c)
 			}
 		}
 		if (!f->blame && !f->suspect && !f->peer_spoke && !f->revive) {
+			f->first[0] = 0; /* a later round's WARN names its own cause */
 			nv_async_sink_clear(&c->sink, NV_SINK_FAILOVER);
-			return NV_OK; /* e.g. a late event of a QP an earlier round dropped */
+			return NV_OK; /* e.g. a late event of a QP an earlier round dropped, or
+				       * the PORT_ERR of a device an earlier round took out */
 		}
 		if (f->blame || f->suspect)
 			f->initiator = 1;

@@ -49,6 +49,7 @@ static nv_status_t nv_comm_dev_open(struct nv_comm *c, int i, int phys)
 			d->gid.why);
 		return NV_ERR_USAGE;
 	}
+	d->sink_link.port = (uint8_t)d->dev->port;
 	nv_hca_sink_attach(d->hca, &d->sink_link, &c->sink);
 	st = nv_hca_pd_get(d->hca, &d->pd);
 	if (st != NV_OK)

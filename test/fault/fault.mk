@@ -32,6 +32,7 @@ FAULT_TESTS = \
 	test/fault/fault_rules \
 	test/fault/fault_failover \
 	test/fault/fault_hold \
+	test/fault/fault_fo_idle \
 	test/fault/fault_credit \
 	test/fault/fault_eager \
 	test/fault/fault_sqroom
@@ -58,6 +59,10 @@ test_fault_fault_failover_LDADD = $(FAULT_LDADD)
 test_fault_fault_hold_SOURCES = test/fault/fault_hold.c
 test_fault_fault_hold_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_hold_LDADD = $(FAULT_LDADD)
+
+test_fault_fault_fo_idle_SOURCES = test/fault/fault_fo_idle.c
+test_fault_fault_fo_idle_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_fo_idle_LDADD = $(FAULT_LDADD)
 
 test_fault_fault_sqroom_SOURCES = test/fault/fault_sqroom.c
 test_fault_fault_sqroom_CPPFLAGS = $(FAULT_CPPFLAGS)

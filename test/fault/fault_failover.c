@@ -135,6 +135,10 @@ static void inject(struct run *x, int i, int where)
 		ctl("qp-error 0x%x", qpn(x->r, 0));
 	} else if (where == 0 && !strcmp(k, "late-state")) {
 		ctl("qp-fail-op 1 0x%x", qpn(x->r, 0)); /* CTS of i (even) goes on QP 0 */
+	} else if (where == 1 && !strcmp(k, "late-state")) {
+		/* after that CTS failed: the PORT_ERR, which starts a round by itself,
+		 * comes second (first, the CTS would run after that round, a lone
+		 * retry-exceeded on the last rail, and fail the comm) */
 		FH_CHECK(fh_sv_control("port-down simib1 1") == 0, "port-down");
 	} else if (where == 1 && !strcmp(k, "last-device")) {
 		ctl("qp-fail-op 1 0x%x", qpn(x->s, 0));

@@ -290,6 +290,47 @@ static void test_event_dispatch(void)
 	nv_devices_fini();
 }
 
+/* PORT_ERR with NCCL_IB_RESILIENCY_PORT_FAILOVER=1: recorded into the attached
+ * failover comms (fo_wake) on that port, not into others; off: only logged. */
+static void test_event_port_err(void)
+{
+	const char *on[] = { "NCCL_IB_RESILIENCY_PORT_FAILOVER=1", NULL };
+	const char *no_return[] = { "NCCL_IB_RESILIENCY_PORT_FAILOVER=1",
+				    "NCCL_IB_RETURN_ASYNC_EVENTS=0", NULL };
+	const char *off[] = { NULL };
+	const char *const *envs[] = { on, no_return, off };
+	struct ibv_async_event ev;
+
+	for (int k = 0; k < 3; k++) {
+		struct nv_async_sink fo = { 0 }, other_port = { 0 }, plain = { 0 };
+		struct nv_sink_link lf = { 0 }, lo = { 0 }, lp = { 0 };
+		struct nv_dev *d;
+
+		CHECK(init_with(envs[k]) >= 1);
+		d = nv_dev_get(0);
+		atomic_store(&fo.fo_wake, 1);
+		atomic_store(&other_port.fo_wake, 1);
+		lf.port = lp.port = d->port;
+		lo.port = (uint8_t)(d->port + 1);
+		nv_hca_sink_attach(d->hca, &lf, &fo);
+		nv_hca_sink_attach(d->hca, &lo, &other_port);
+		nv_hca_sink_attach(d->hca, &lp, &plain);
+		ev = (struct ibv_async_event){ .event_type = IBV_EVENT_PORT_ERR };
+		ev.element.port_num = d->port;
+		nv_event_handle(d->hca, &ev);
+		CHECK(nv_async_sink_failed(&fo) == (k == 0));
+		CHECK(k != 0 || ((atomic_load(&fo.fatal) & NV_SINK_EVENT_MASK) ==
+				 IBV_EVENT_PORT_ERR + 1 && strstr(fo.what, "port error") &&
+				 strstr(fo.what, d->hca->name)));
+		CHECK(!nv_async_sink_failed(&other_port) && !nv_async_sink_failed(&plain));
+		CHECK(!nv_hca_failed(d->hca));
+		nv_hca_sink_detach(d->hca, &lf);
+		nv_hca_sink_detach(d->hca, &lo);
+		nv_hca_sink_detach(d->hca, &lp);
+		nv_devices_fini();
+	}
+}
+
 /* The event thread's peer check: only watched, waiting sinks of its HCA are
  * checked; peer_gone once the peer closed its socket; none after the thread stops. */
 static void test_peer_watch(void)
@@ -358,6 +399,7 @@ int main(void)
 	test_gdr_markers();
 	test_async();
 	test_event_dispatch();
+	test_event_port_err();
 	test_peer_watch();
 	return nvt_exit("test_device");
 }
