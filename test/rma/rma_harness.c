@@ -296,10 +296,13 @@ static void fill_src(int round)
 
 static void check_from(int p, size_t n, int round, const char *what)
 {
-	for (size_t i = 0; i < n; i++)
-		if (dst[(size_t)p * CHUNK + i] != pat(p, rank, i, round))
-			FAIL("%s: byte %zu from rank %d is 0x%02x, expected 0x%02x", what, i, p,
-			     dst[(size_t)p * CHUNK + i], pat(p, rank, i, round));
+	for (size_t i = 0; i < n; i++) {
+		unsigned char b = ((volatile unsigned char *)dst)[(size_t)p * CHUNK + i];
+
+		if (b != pat(p, rank, i, round))
+			FAIL("%s: byte %zu from rank %d is 0x%02x, expected 0x%02x", what, i, p, b,
+			     pat(p, rank, i, round));
+	}
 }
 
 static void phase_signals(void)
