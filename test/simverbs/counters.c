@@ -151,18 +151,17 @@ static void sv_cnt_render_port(const struct sv_device *d, uint32_t p, struct sv_
 	char dir[600];
 
 	for (size_t i = 0; i < nt; i++) {
-		uint64_t v = atomic_load_explicit(&pc->v[t[i].c], memory_order_relaxed) / t[i].div;
+		uint64_t v = atomic_load_explicit(&pc->v[t[i].c], memory_order_relaxed);
 
-		if (pc->rendered && v == pc->written[t[i].c] / t[i].div)
+		if (pc->rendered && v / t[i].div == pc->written[t[i].c] / t[i].div)
 			continue;
 		snprintf(dir, sizeof(dir), "%s/class/infiniband/%s/ports/%u/%s", sv_g.sysfs_root,
 			 d->ibv.name, p, t[i].dir);
 		if (!pc->rendered)
 			mkdir(dir, 0755);
-		sv_cnt_write(dir, t[i].name, v);
+		sv_cnt_write(dir, t[i].name, v / t[i].div);
+		pc->written[t[i].c] = v;	/* what that file now says */
 	}
-	for (int c = 0; c < SV_CNT_N; c++)
-		pc->written[c] = atomic_load_explicit(&pc->v[c], memory_order_relaxed);
 	pc->rendered = 1;
 }
 

@@ -7,7 +7,8 @@
  * those links.  Recovery is go-back-N:
  *  - the responder drops every packet after a gap (out_of_sequence) and
  *    NAKs the first of them; the requester, on the NAK (packet_seq_err),
- *    resends from the lost PSN after one round trip;
+ *    resends from the lost PSN after one round trip; what it sent in that
+ *    round trip (the port's rate x RTT) was sent for nothing;
  *  - when nothing after the gap arrives (the last packet lost, or every
  *    later one), or the NAK or the final ACK is lost, only the local ACK
  *    timer (4.096 us * 2^timeout, times the fabric's timeout scale) brings
@@ -30,6 +31,8 @@
 #include <string.h>
 
 #include "sv.h"
+
+int ibv_query_port_speed(struct ibv_context *ibctx, uint8_t port, uint64_t *speed);	/* context.c */
 
 #define SV_ACK_EVERY 128	/* rxe's RXE_MAX_UNACKED_PSNS: AckReq at least this often */
 #define SV_MIN_RTT_NS 2000	/* a NAK's round trip when no latency is configured */
@@ -130,6 +133,7 @@ struct sv_side {
 
 struct sv_msg {
 	uint32_t n, mtu, hdr, len;
+	uint32_t window;		/* packets sent in one round trip at the port's rate */
 	double p;
 	uint64_t timeout, rtt, delay, resent;
 	bool served;			/* READ: the responder has answered a request */
@@ -171,6 +175,11 @@ static bool sv_ctl_pkt(struct sv_msg *m, struct sv_side *from, struct sv_side *t
 	return !lost;
 }
 
+/* The end of what leaves after a gap at k before the NAK can stop it: a
+ * round trip's worth of packets, or the whole message when none of those
+ * arrives (no NAK then). *later: the arrivals among them. */
+static uint32_t sv_after_gap(const struct sv_msg *m, uint32_t k, uint32_t *later);
+
 /* Arrivals among the packets after a gap, [a, b). */
 static uint32_t sv_arrivals(const struct sv_msg *m, uint32_t a, uint32_t b)
 {
@@ -179,6 +188,18 @@ static uint32_t sv_arrivals(const struct sv_msg *m, uint32_t a, uint32_t b)
 	for (uint32_t i = a; i < b; i++)
 		n += !sv_lost(m->p);
 	return n;
+}
+
+static uint32_t sv_after_gap(const struct sv_msg *m, uint32_t k, uint32_t *later)
+{
+	uint32_t e = m->n - (k + 1) > m->window ? k + 1 + m->window : m->n;
+
+	*later = sv_arrivals(m, k + 1, e);
+	if (!*later && e < m->n) {
+		*later = sv_arrivals(m, e, m->n);
+		e = m->n;
+	}
+	return e;
 }
 
 static void sv_timeout(struct sv_msg *m)
@@ -194,7 +215,7 @@ static void sv_timeout(struct sv_msg *m)
  */
 static uint32_t sv_round_write(struct sv_msg *m, uint32_t start, uint32_t *delivered)
 {
-	uint32_t k = sv_first_loss(m->p), later, dup;
+	uint32_t k = sv_first_loss(m->p), later, dup, e;
 
 	k = k >= m->n - start ? m->n : start + k;
 	dup = *delivered > start ? (k < *delivered ? k : *delivered) - start : 0;
@@ -212,14 +233,14 @@ static uint32_t sv_round_write(struct sv_msg *m, uint32_t start, uint32_t *deliv
 		m->resent += sv_bytes(m, k, m->n);
 		return k;
 	}
-	later = sv_arrivals(m, k + 1, m->n);
-	sv_pkts(m, &m->req, &m->resp, start, m->n, k - start + later);
+	e = sv_after_gap(m, k, &later);
+	sv_pkts(m, &m->req, &m->resp, start, e, k - start + later);
 	if (k > *delivered)
 		*delivered = k;
 	/* an AckReq boundary passed in order: its ACK (if it arrives) */
 	if (k / SV_ACK_EVERY > start / SV_ACK_EVERY && sv_ctl_pkt(m, &m->resp, &m->req))
 		m->acked = true;
-	m->resent += sv_bytes(m, k, m->n);
+	m->resent += sv_bytes(m, k, e);
 	m->resp.c[SV_CNT_OOS] += later;
 	if (later && sv_ctl_pkt(m, &m->resp, &m->req)) {
 		m->req.c[SV_CNT_SEQ_NAK]++;
@@ -233,7 +254,7 @@ static uint32_t sv_round_write(struct sv_msg *m, uint32_t start, uint32_t *deliv
 /* One round of a READ from response PSN start (same contract). */
 static uint32_t sv_round_read(struct sv_msg *m, uint32_t start, uint32_t *delivered)
 {
-	uint32_t k, later;
+	uint32_t k, later, e;
 
 	if (!sv_ctl_pkt(m, &m->req, &m->resp)) {
 		sv_timeout(m);	/* the request was lost */
@@ -247,12 +268,12 @@ static uint32_t sv_round_read(struct sv_msg *m, uint32_t start, uint32_t *delive
 		sv_pkts(m, &m->resp, &m->req, start, m->n, m->n - start);
 		return m->n;
 	}
-	later = sv_arrivals(m, k + 1, m->n);
-	sv_pkts(m, &m->resp, &m->req, start, m->n, k - start + later);
+	e = sv_after_gap(m, k, &later);
+	sv_pkts(m, &m->resp, &m->req, start, e, k - start + later);
 	if (k > *delivered)
 		*delivered = k;
 	m->acked = k > start;	/* response packets arrived in order */
-	m->resent += sv_bytes(m, k, m->n);
+	m->resent += sv_bytes(m, k, e);
 	if (later) {
 		m->req.c[SV_CNT_IMPLIED_NAK]++;
 		m->delay += m->rtt;
@@ -267,6 +288,21 @@ static void sv_side_add(const struct sv_side *s)
 	for (int c = 0; c < SV_CNT_N; c++)
 		if (s->c[c])
 			sv_cnt_add(s->host, s->dev, s->port, (enum sv_cnt)c, s->c[c]);
+}
+
+/* Packets that leave in one round trip: the bw cap, else the port's speed. */
+static uint32_t sv_window(struct sv_qp *qp, const struct sv_msg *m)
+{
+	const struct sv_dev_knobs *k = qp->ctx->dev->knobs;
+	uint64_t mbps = k ? atomic_load_explicit(&k->bw_mbps, memory_order_relaxed) * 8 : 0;
+	uint64_t speed = 0, w;
+
+	if (!mbps && !ibv_query_port_speed(&qp->ctx->vctx.context, (uint8_t)qp->sh->port, &speed))
+		mbps = speed * 100;
+	if (!mbps)
+		mbps = 100000;
+	w = m->rtt * mbps / 8000 / (m->mtu + m->hdr) + 1;
+	return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
 }
 
 static void sv_msg_init(struct sv_qp *qp, const struct sv_swqe *w, uint32_t ppb, struct sv_msg *m)
@@ -288,6 +324,7 @@ static void sv_msg_init(struct sv_qp *qp, const struct sv_swqe *w, uint32_t ppb,
 				      : UINT64_MAX;
 	if (m->timeout < 1000)
 		m->timeout = 1000;
+	m->window = sv_window(qp, m);
 	m->req.host = qp->sh->host;
 	m->req.dev = qp->sh->dev_idx;
 	m->req.port = qp->sh->port;
