@@ -72,7 +72,8 @@ EXTRA_test_unit_test_plugin_DEPENDENCIES = libnccl-net-verbs.la
 
 # nccl-net-verbs-info: the plugin's view of this host (devices, GIDs, GPUDirect, knobs).
 bin_PROGRAMS += nccl-net-verbs-info
-nccl_net_verbs_info_SOURCES = src/tools/nccl-net-verbs-info.c
+nccl_net_verbs_info_SOURCES = src/tools/nccl-net-verbs-info.c \
+	src/tools/nccl-net-verbs-info-watch.c src/tools/info-watch.h
 nccl_net_verbs_info_LDADD = libnvcore.la
 dist_check_SCRIPTS += test/unit/test-info.sh
 TESTS += test/unit/test-info.sh
@@ -118,6 +119,9 @@ TESTS += test/unit/test-oldverbs.sh
 # iWARP skipped; RoCE ports' netdev, TC/SL and PFC/ECN state in nccl-net-verbs-info.
 dist_check_SCRIPTS += test/unit/test-roce-fabric.sh
 TESTS += test/unit/test-roce-fabric.sh
+# nccl-net-verbs-info --watch: the loss diagnosis over a lossy simverbs link, none without loss.
+dist_check_SCRIPTS += test/unit/test-info-watch.sh
+TESTS += test/unit/test-info-watch.sh
 # NCCL_IB_MERGE_VFS: VFs of one NIC on one PCI path; NCCL_IB_DEVICE_PCI_ORDER (simverbs pci=).
 dist_check_SCRIPTS += test/unit/test-merge-vfs.sh test/unit/test-pci-order.sh
 TESTS += test/unit/test-merge-vfs.sh test/unit/test-pci-order.sh

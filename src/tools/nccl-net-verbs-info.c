@@ -4,7 +4,8 @@
  * on each RoCE port and why (with the whole GID table on request), GPUDirect
  * status and why, the memlock limit, and every knob with its value.
  * Uses the plugin's own code (libnvcore), so it answers with the plugin's
- * rules and the current environment.
+ * rules and the current environment. --watch reads the ports' NIC counters
+ * instead (nccl-net-verbs-info-watch.c).
  */
 #include "config.h"
 
@@ -19,6 +20,7 @@
 #include "device.h"
 #include "devset.h"
 #include "ibv.h"
+#include "info-watch.h"
 #include "mr.h"
 #include "param.h"
 #include "select.h"
@@ -26,8 +28,14 @@
 static void usage(FILE *out)
 {
 	fprintf(out, "Usage: nccl-net-verbs-info [-g] [-k] [-h]\n"
+		     "       nccl-net-verbs-info --watch[=SECONDS] [--count N]\n"
 		     "  -g, --gids     print the whole GID table of every kept port\n"
 		     "  -k, --knobs    print only the knobs\n"
+		     "      --watch[=SECONDS]  every SECONDS (default 10), each port's data and\n"
+		     "                 packet rates from its NIC counters, the loss and recovery\n"
+		     "                 counters that moved, and a diagnosis when it lost packets\n"
+		     "      --count N  with --watch: stop after N intervals (default: run until\n"
+		     "                 interrupted)\n"
 		     "  -h, --help     this help\n"
 		     "      --version  print the version and exit\n"
 		     "Environment: every NCCL_IB_* / NCCL_VERBS_* knob listed below; NCCL_DEBUG=INFO\n"
@@ -264,13 +272,16 @@ static void print_roce(void)
 
 int main(int argc, char **argv)
 {
-	bool gids = false, knobs_only = false;
-	char lim[64];
+	bool gids = false, knobs_only = false, watch = false;
+	double interval = 10;
+	long count = 0;
+	char lim[64], *end;
 	int c;
 
 	static const struct option longopts[] = {
 		{ "gids", no_argument, NULL, 'g' }, { "knobs", no_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'v' },
+		{ "watch", optional_argument, NULL, 'W' }, { "count", required_argument, NULL, 'C' },
 		{ NULL, 0, NULL, 0 }
 	};
 
@@ -288,6 +299,26 @@ int main(int argc, char **argv)
 		case 'v':
 			printf("nccl-net-verbs-info (nccl-net-verbs) %s\n", PACKAGE_VERSION);
 			return 0;
+		case 'W':
+			watch = true;
+			if (!optarg && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
+				optarg = argv[optind++];	/* --watch SECONDS */
+			if (optarg) {
+				interval = strtod(optarg, &end);
+				if (end == optarg || *end || !(interval > 0 && interval <= 86400)) {
+					fprintf(stderr, "--watch: '%s' is not a number of seconds\n",
+						optarg);
+					return 2;
+				}
+			}
+			break;
+		case 'C':
+			count = strtol(optarg, &end, 10);
+			if (end == optarg || *end || count < 1) {
+				fprintf(stderr, "--count: '%s' is not a positive number\n", optarg);
+				return 2;
+			}
+			break;
 		default:
 			usage(stderr);
 			return 2;
@@ -300,6 +331,8 @@ int main(int argc, char **argv)
 		       "refuse to start.\n");
 		return 1;
 	}
+	if (watch)
+		return nv_info_watch(interval, count);
 	printf("\nKnobs (environment; \"(set)\" = overridden):\n");
 	nv_param_dump(stdout);
 	if (knobs_only)
