@@ -258,8 +258,7 @@ void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
 		NV_INFO(NV_SUB_NET, "%s (NCCL_IB_RESILIENCY_PORT_RECOVERY: its comms take it back)", what);
 		nv_hca_wake_failover(h);
 	} else if (t == IBV_EVENT_PORT_ERR && nv_event_comm_rides()) {
-		NV_INFO(NV_SUB_NET, "%s (its comms fail over or hold, each failing with one WARN)",
-			what);
+		NV_INFO(NV_SUB_NET, "%s (its comms fail over, or hold: NCCL_VERBS_LINK_HOLD_MS)", what);
 		if (nv_param_int(NV_PARAM_IB_RETURN_ASYNC_EVENTS))
 			nv_hca_record_port(h, ev->element.port_num, (int)t, what);
 	} else if (t == IBV_EVENT_GID_CHANGE) {

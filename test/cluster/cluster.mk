@@ -11,7 +11,8 @@ CLUSTER_TESTS = \
 	test/cluster/cl-mpirun.sh \
 	test/cluster/cl-sysfs.sh \
 	test/cluster/cl-subnet.sh \
-	test/cluster/cl-eager.sh
+	test/cluster/cl-eager.sh \
+	test/cluster/cl-flap.sh
 TESTS += $(CLUSTER_TESTS)
 # The ring and the link-down run once more with the eager path off (test/e2e/eager0.sh).
 CLUSTER_EAGER0_TESTS = test/cluster/eager0/cl-ring.sh.eager0 test/cluster/eager0/cl-linkdown.sh.eager0
