@@ -19,12 +19,15 @@
  *     stays so, the failed context refuses new work, and the other context
  *     still carries a put and signal between live ranks.
  * With -A (run on a device with atomics=none) createContext must fail with
- * ncclInvalidUsage. Exit 0 when every check passed; 77 when not on simverbs.
+ * ncclInvalidUsage. With -b: put, get and put+signal bandwidth and the
+ * signal's latency between ranks 0 and 1 instead of the checks.
+ * Exit 0 when every check passed; 77 when not on simverbs.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +42,7 @@
 #define MAXR 16
 #define CHUNK (64 * 1024)
 
-static int nranks = 4, version, kill_test, no_atomics;
+static int nranks = 4, version, kill_test, no_atomics, bench;
 static int rank;
 
 /* shared between the ranks (mmap'd before fork) */
@@ -195,6 +198,7 @@ static void load(void)
 
 static void *pctx, *coll, *rctx, *srcw, *dstw, *sigw;
 static unsigned char *src, *dst;
+static size_t win;	/* bytes of the src and dst windows */
 static uint64_t *sig;
 
 static unsigned char pat(int from, int to, size_t i, int round)
@@ -277,13 +281,15 @@ static void setup(void)
 		exit(0);
 	}
 	OK(r);
-	src = aligned_alloc(4096, (size_t)nranks * CHUNK);
-	dst = aligned_alloc(4096, (size_t)nranks * CHUNK);
+	win = bench ? (size_t)4 << 20 : (size_t)nranks * CHUNK;
+	src = aligned_alloc(4096, win);
+	dst = aligned_alloc(4096, win);
 	sig = aligned_alloc(4096, 4096);
-	memset(dst, 0, (size_t)nranks * CHUNK);
+	memset(src, 0x5a, win);
+	memset(dst, 0, win);
 	memset(sig, 0, 4096);
-	OK(rma.regMrSym(coll, src, (size_t)nranks * CHUNK, NCCL_PTR_HOST, 0, &srcw));
-	OK(rma.regMrSym(coll, dst, (size_t)nranks * CHUNK, NCCL_PTR_HOST, 0, &dstw));
+	OK(rma.regMrSym(coll, src, win, NCCL_PTR_HOST, 0, &srcw));
+	OK(rma.regMrSym(coll, dst, win, NCCL_PTR_HOST, 0, &dstw));
 	OK(rma.regMrSym(coll, sig, 4096, NCCL_PTR_HOST, 0, &sigw));
 }
 
@@ -490,10 +496,96 @@ static void teardown(void)
 	free(sig);
 }
 
+/*
+ * -b: figures between ranks 0 and 1 (others idle): put, get and put+signal
+ * bandwidth per size (a window of 16 requests in flight, in MB/s), and the
+ * signal's half round trip (8 B put+signal answered by one, in us).
+ */
+static void bench_bw(const char *what, size_t size, int iters)
+{
+	void *req[16] = { NULL };
+	uint64_t t0 = now_ns();
+
+	for (int i = 0; i < iters; i++) {
+		int k = i % 16;
+
+		if (req[k])
+			OK(wait_req(req[k]));
+		if (!strcmp(what, "get"))
+			POST(rma.iget(rctx, 0, 0, srcw, size, 0, dstw, 1, 0, &req[k]), &req[k]);
+		else if (!strcmp(what, "put"))
+			POST(rma.iput(rctx, 0, 0, srcw, size, 0, dstw, 1, 0, &req[k]), &req[k]);
+		else
+			POST(rma.iputSignal(rctx, 0, 0, srcw, size, 0, dstw, 1, 0, sigw, 1,
+					    NCCL_NET_SIGNAL_OP_ADD, true, 0, &req[k]), &req[k]);
+	}
+	for (int k = 0; k < 16; k++)
+		if (req[k])
+			OK(wait_req(req[k]));
+	printf("%-10s %10zu %10.1f\n", what, size,
+	       (double)size * iters / ((double)(now_ns() - t0) / 1e3));
+}
+
+static void bench_lat(int iters)
+{
+	int peer = 1 - rank;
+	uint64_t t0 = 0;
+	void *req;
+
+	for (int i = 0; i <= iters; i++) {
+		if (i == 1)
+			t0 = now_ns();
+		if (rank == 0) {
+			POST(rma.iputSignal(rctx, 0, 0, srcw, 8, 0, dstw, (uint32_t)peer, 8, sigw, 1,
+					    NCCL_NET_SIGNAL_OP_ADD, true, 0, &req), &req);
+			OK(wait_req(req));
+		}
+		for (int spin = 0; __atomic_load_n(&sig[rank], __ATOMIC_ACQUIRE) < (uint64_t)i + 1;)
+			if (++spin > 100)
+				sched_yield(); /* as simverbs' poll does: a loaded host */
+		if (rank == 1) {
+			POST(rma.iputSignal(rctx, 0, 0, srcw, 8, 0, dstw, (uint32_t)peer, 0, sigw, 1,
+					    NCCL_NET_SIGNAL_OP_ADD, true, 0, &req), &req);
+			OK(wait_req(req));
+		}
+	}
+	if (rank == 0)
+		printf("%-10s %10d %10.2f us (half round trip)\n", "signal", 8,
+		       (double)(now_ns() - t0) / 1e3 / iters / 2);
+}
+
+static void run_bench(void)
+{
+	static const size_t sizes[] = { 8, 4096, 65536, 1 << 20, 4 << 20 };
+
+	barrier(20, nranks);
+	if (rank == 0) {
+		printf("%-10s %10s %10s\n", "op", "bytes", "MB/s");
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			int iters = sizes[i] >= (1 << 20) ? 64 : 2000;
+
+			bench_bw("put", sizes[i], iters);
+			bench_bw("putsignal", sizes[i], iters);
+			bench_bw("get", sizes[i], iters);
+		}
+	}
+	barrier(21, nranks);
+	memset(sig, 0, 4096);
+	barrier(22, nranks);
+	if (rank < 2)
+		bench_lat(2000);
+	barrier(23, nranks);
+}
+
 static void run_rank(void)
 {
 	load();
 	setup();
+	if (bench) {
+		run_bench();
+		teardown();
+		exit(0);
+	}
 	phase_signals();
 	phase_put_flush_get();
 	phase_inc();
@@ -509,18 +601,19 @@ int main(int argc, char **argv)
 	pid_t pids[MAXR];
 	int c, bad = 0;
 
-	while ((c = getopt(argc, argv, "n:v:kA")) != -1) {
+	while ((c = getopt(argc, argv, "n:v:kAb")) != -1) {
 		switch (c) {
 		case 'n': nranks = atoi(optarg); break;
 		case 'v': version = atoi(optarg); break;
 		case 'k': kill_test = 1; break;
+		case 'b': bench = 1; break;
 		case 'A': no_atomics = 1; break;
 		default:
-			fprintf(stderr, "usage: rma_harness [-n ranks] [-v 13|14|15] [-k] [-A]\n");
+			fprintf(stderr, "usage: rma_harness [-n ranks] [-v 13|14|15] [-k] [-A] [-b]\n");
 			return 2;
 		}
 	}
-	if (nranks < 1 || nranks > MAXR || (kill_test && nranks < 3)) {
+	if (nranks < 1 || nranks > MAXR || (kill_test && nranks < 3) || (bench && nranks < 2)) {
 		fprintf(stderr, "1..%d ranks (3 or more with -k)\n", MAXR);
 		return 2;
 	}
