@@ -18,6 +18,7 @@
  *              the sticky error naming the port, the peer and how long it
  *              waited, within the hold plus a bounded margin, one WARN each
  *   off        hold 0 (the default): the flap fails the comms, as before
+ *   soak       12 random flaps (FH_HOLD_FLAPS=50 for more) on one long-lived pair each way
  */
 #include "config.h"
 
@@ -32,6 +33,7 @@
 #define W 8
 #define MAXSZ (320u * 1024)
 #define NMSG 48
+#define SOAK_FLAPS 12 /* FH_HOLD_FLAPS=50 for the soak */
 #define F 20 /* the message the flap comes at */
 #define TAG 7
 
@@ -45,6 +47,7 @@ struct dir {
 
 static const char *mode;
 static int grouped;
+static int nmsg = NMSG;
 
 static size_t msg_size(const struct dir *d, int i)
 {
@@ -86,10 +89,10 @@ static int step(struct fh *f, struct dir *d, int *flap_at)
 	size_t part = MAXSZ / (size_t)n;
 	ncclResult_t r;
 
-	if (d->ir < NMSG && d->ir - d->dr < W && post_recv(f, d) != ncclSuccess)
+	if (d->ir < nmsg && d->ir - d->dr < W && post_recv(f, d) != ncclSuccess)
 		return -1;
 	/* as NCCL: the sender tries its isend whether or not the receive is posted */
-	if (d->is < NMSG * n && d->is - d->ds < W * n) {
+	if (d->is < nmsg * n && d->is - d->ds < W * n) {
 		int m = d->is;
 		char *data = d->sbuf + (size_t)(m % (W * n)) * part;
 		void *req = NULL;
@@ -98,7 +101,7 @@ static int step(struct fh *f, struct dir *d, int *flap_at)
 			fh_fill(data, msg_len(d, m), d->seed * 1000 + (uint64_t)m);
 			d->filled = m + 1;
 		}
-		if (m == F * n && !*flap_at)
+		if (m == F * n && !*flap_at && strcmp(mode, "soak"))
 			*flap_at = 1;
 		r = f->net->isend(d->s, data, msg_len(d, m), TAG + m % n, d->smh, NULL, &req);
 		if (r != ncclSuccess)
@@ -132,7 +135,7 @@ static int step(struct fh *f, struct dir *d, int *flap_at)
 		if (done)
 			d->ds++;
 	}
-	return d->dr == NMSG && d->ds == NMSG * n;
+	return d->dr == nmsg && d->ds == nmsg * n;
 }
 
 static void dir_open(struct fh *f, int dev, struct dir *d, uint64_t seed)
@@ -189,6 +192,42 @@ static char *slurp(const char *path)
 	return buf;
 }
 
+/*
+ * soak: one long-lived pair each way, FH_HOLD_FLAPS (default 12) flaps of 20 .. 300 ms at random
+ * moments (2 .. 10 messages after the link came back from the previous one, or in the middle of
+ * its recovery), the GID re-indexed by each; every byte checked, no WARN, every hold recovered.
+ */
+static void soak(struct fh *f, struct dir *a, struct dir *b, int flaps)
+{
+	uint64_t st = 0xf1a9;
+	int done = 0, fa = 0, fb = 0, down = 0, next_at = 2 + (int)(fh_rand(&st) % 9);
+	double t_up = 0, t0 = fh_now(), end = t0 + 120 * fh_scale();
+
+	while (!(fa == 1 && fb == 1)) {
+		if (!fa)
+			fa = step(f, a, &down);
+		if (!fb)
+			fb = step(f, b, &down);
+		FH_CHECK(fa >= 0 && fb >= 0, "soak: a call failed at flap %d (messages %d/%d)", done,
+			 a->dr, b->dr);
+		FH_CHECK(fh_now() < end, "soak: stuck at flap %d (a %d/%d, b %d/%d of %d)", done,
+			 a->dr, a->ds, b->dr, b->ds, nmsg);
+		if (!down && done < flaps && a->is >= next_at) {
+			FH_CHECK(fh_sv_control("link-down simroce0 1") == 0, "link-down");
+			t_up = fh_now() + (20 + (double)(fh_rand(&st) % 281)) / 1000;
+			down = 1;
+		} else if (down && fh_now() > t_up) {
+			FH_CHECK(fh_sv_control("link-up simroce0 1") == 0, "link-up");
+			down = 0;
+			done++;
+			next_at = a->is + 2 + (int)(fh_rand(&st) % 9);
+		}
+	}
+	FH_CHECK(done == flaps, "soak: only %d of %d flaps before the streams ended", done, flaps);
+	fh_log("soak: %d flaps of 20-300 ms, 2 x %d messages intact (%.1f s)", flaps, nmsg,
+	       fh_now() - t0);
+}
+
 static int run_case(void)
 {
 	struct fh f;
@@ -199,6 +238,8 @@ static int run_case(void)
 	int saved, fd;
 
 	grouped = !strcmp(mode, "grouped");
+	if (!strcmp(mode, "soak"))
+		nmsg = 12 * (getenv("FH_HOLD_FLAPS") ? atoi(getenv("FH_HOLD_FLAPS")) : SOAK_FLAPS) + 40;
 	setenv("NCCL_VERBS_LINK_HOLD_MS", !strcmp(mode, "off") ? "0" :
 	       !strcmp(mode, "too-long") ? "400" : "20000", 1);
 	setenv("E2E_VERBOSE", "1", 1);
@@ -222,6 +263,30 @@ static int run_case(void)
 	FH_CHECK(((struct nv_send_comm *)a.s)->eager.max == 0 ||
 		 !strcmp(mode, "off"), "the eager path is on with NCCL_VERBS_LINK_HOLD_MS");
 	w0 = fh_warn_count();
+	if (!strcmp(mode, "soak")) {
+		int flaps = getenv("FH_HOLD_FLAPS") ? atoi(getenv("FH_HOLD_FLAPS")) : SOAK_FLAPS;
+		char *text;
+		int h, back;
+
+		soak(&f, &a, &b, flaps);
+		dup2(saved, 2);
+		text = slurp(log);
+		h = count_lines(text, "holding its requests", NULL);
+		back = count_lines(text, "recovered after", "NCCL_VERBS_LINK_HOLD_MS");
+		if (fh_warn_count() != w0 || h != back || h < flaps) {
+			fputs(text, stderr);
+			FH_FAIL("soak: %d WARN(s), %d holding and %d recovered lines for %d flaps",
+				fh_warn_count() - w0, h, back, flaps);
+		}
+		fh_log("soak: %d flaps of 20-300 ms at random moments, 2 x %d messages intact, %d "
+		       "holds, each recovered, no WARN", flaps, nmsg, h);
+		free(text);
+		unlink(log);
+		dir_close(&f, &a);
+		dir_close(&f, &b);
+		fh_close(&f);
+		return 0;
+	}
 	for (double end = fh_now() + 60 * fh_scale();;) {
 		if (!fa)
 			fa = step(&f, &a, &flap);
@@ -308,7 +373,7 @@ static int run_case(void)
 
 int main(int argc, char **argv)
 {
-	static const char *const modes[] = { "flap", "grouped", "too-long", "off" };
+	static const char *const modes[] = { "flap", "grouped", "too-long", "off", "soak" };
 
 	fh_watchdog((unsigned)(240 * fh_scale()));
 	if (argc > 1) {
