@@ -545,8 +545,16 @@ static nv_status_t nv_fo_hold_start(struct nv_comm *c)
 	f->state_in = 0;
 	f->errored = f->initiator = f->peer_spoke = 0;
 	f->blame = f->suspect = 0;
-	if (f->hold_t0)
-		return NV_FO_BUSY; /* still holding (the other side's ports came back first) */
+	if (f->hold_t0) {
+		/* still holding: the other side's ports came back first, or the recovery round
+		 * could not restart a QP; the next attempt backs off (10 ms, doubling, 100 ms at
+		 * most) and the hold's deadline stands */
+		f->hold_retry_ns = f->hold_retry_ns ? f->hold_retry_ns * 2 : 10000000ull;
+		if (f->hold_retry_ns > 100000000ull)
+			f->hold_retry_ns = 100000000ull;
+		f->next_revive = nv_now_ns() + f->hold_retry_ns;
+		return NV_FO_BUSY;
+	}
 	f->hold_t0 = nv_now_ns();
 	/* the side whose ports are fine waits a little longer: the other side gives up first,
 	 * and tells it by closing the socket */
@@ -665,15 +673,16 @@ static nv_status_t nv_fo_finish(struct nv_comm *c)
 {
 	struct nv_fo *f = c->fo;
 
-	if (f->hold_t0)
+	if (f->hold_t0 && !f->later) {
 		NV_INFO(NV_SUB_NET, "%s %s: recovered after %.0f ms on hold (NCCL_VERBS_LINK_HOLD_MS): "
 			"%d QP(s) restarted%s, %d message(s) sent again", nv_fo_kind(c), c->peer,
 			(double)(nv_now_ns() - f->hold_t0) / 1e6, c->nqps, f->hold_gid, f->nresend);
-	else if (f->failover)
+		f->hold_t0 = f->hold_retry_ns = 0;
+	} else if (!f->hold_t0 && f->failover) {
 		NV_INFO(NV_SUB_NET, "%s %s: failover round %u done in %.1f ms: %d QP(s), %d per "
 			"message, %d message(s) sent again", nv_fo_kind(c), c->peer, f->epoch,
 			(double)(nv_now_ns() - f->t0) / 1e6, c->nqps, c->nq, f->nresend);
-	f->hold_t0 = 0;
+	} /* a hold whose recovery failed a QP goes on (the next round holds again) */
 	f->state = NV_FO_IDLE;
 	f->errored = f->initiator = f->peer_spoke = 0;
 	f->first[0] = 0;

@@ -27,6 +27,7 @@ struct nv_fo {
 	int failover;			/* NCCL_IB_RESILIENCY_PORT_FAILOVER applies (several devices) */
 	uint64_t hold_ns;		/* NCCL_VERBS_LINK_HOLD_MS in ns, 0 = off */
 	uint64_t hold_t0, hold_until;	/* this hold's start and end (0: not holding) */
+	uint64_t hold_retry_ns;		/* back-off between recovery attempts of one hold */
 	char hold_gid[96];		/* GID indexes that moved, for the recovered line */
 	uint32_t epoch;			/* rounds completed (the PSNs follow it) */
 	uint32_t dead_local;		/* our failed devices (until recovered) */
