@@ -18,7 +18,7 @@ ranks='
 0.1  sock.c sock.h
 0.2  stage.c stage.h
 1    ibv.c ibv_load.c ibv.h ibv_syms.h
-2    param.c select.c select.h device.c devset.c devset.h props.c route.c event.c gdr.c mr.c hwcnt.c param.h device.h event.h mr.h hwcnt.h
+2    param.c select.c select.h device.c devset.c devset.h props.c route.c event.c gdr.c mr.c hwcnt.c param.h device.h event.h mr.h hwcnt.h census.c census.h
 3.0  comm.c comm.h nv_api.h prof.c prof.h cq_plan.c
 3.1  diag.c
 3.15 eager_ring.c

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mr.h"
+#include "census.h"
 #include "device.h"
 #include "ibv.h"
 
@@ -254,9 +255,12 @@ static nv_status_t nv_mr_reg_ibv(void *arg, uintptr_t base, size_t len, unsigned
 	else
 		st = nv_ibv_reg_mr(pd, (void *)base, len, access, nv_mr_what(r), &mr);
 	if (st != NV_OK) {
+		nv_census_explain(hca, NV_CEN_MR, errno);
 		nv_hca_pd_put(hca);
 		return st;
 	}
+	nv_census_add(NV_CEN_MR, 1);
+	nv_census_add(NV_CEN_MR_BYTES, (long)len);
 	NV_TRACE(NV_SUB_REG, "%s: registered %s %#" PRIxPTR "+%zu lkey 0x%x rkey 0x%x", hca->name,
 		 nv_mr_what(r), base, len, mr->lkey, mr->rkey);
 	*obj = mr;
@@ -266,9 +270,13 @@ static nv_status_t nv_mr_reg_ibv(void *arg, uintptr_t base, size_t len, unsigned
 static void nv_mr_dereg_ibv(void *arg, void *obj)
 {
 	struct nv_hca *hca = arg;
+	long len = (long)((struct ibv_mr *)obj)->length;
 
-	if (nv_ibv_dereg_mr(obj) == NV_OK)
+	if (nv_ibv_dereg_mr(obj) == NV_OK) {
+		nv_census_add(NV_CEN_MR, -1);
+		nv_census_add(NV_CEN_MR_BYTES, -len);
 		nv_hca_pd_put(hca);
+	}
 }
 
 static const struct nv_mr_cache_ops nv_mr_ibv_ops = {

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "census.h"
 #include "comm.h"
 #include "event.h"
 #include "ibv.h"
@@ -128,8 +129,13 @@ static nv_status_t nv_comm_create_cqs(struct nv_comm *c, int nqps)
 				d->hca->name, d->dev->port, d->hca->attr.max_cqe, nqp,
 				d->plan.send_wr, d->plan.recv_wr, d->plan.flush_wr, d->plan.depth);
 		st = nv_ibv_create_cq(d->hca->ctx, d->plan.depth, &c->sink, &d->cq);
-		if (st != NV_OK)
+		if (st != NV_OK) {
+			nv_census_explain(d->hca, NV_CEN_CQ, errno);
 			return st;
+		}
+		nv_census_add(NV_CEN_CQ, 1);
+		if (i == 0)
+			nv_census_add(c->type == NV_COMM_SEND ? NV_CEN_SEND : NV_CEN_RECV, 1);
 	}
 	return NV_OK;
 }
@@ -174,8 +180,11 @@ static nv_status_t nv_comm_qp_create(struct nv_comm *c, struct nv_comm_dev *d, i
 	init.cap.max_recv_sge = 1;
 	init.cap.max_inline_data = (uint32_t)max_inline;
 	st = nv_ibv_create_qp(d->pd, &init, qp);
-	if (st != NV_OK)
+	if (st != NV_OK) {
+		nv_census_explain(d->hca, NV_CEN_QP, errno);
 		return st;
+	}
+	nv_census_add(NV_CEN_QP, 1);
 	if (got_inline)
 		*got_inline = (int)init.cap.max_inline_data;
 	return nv_comm_qp_init(d, *qp, access);
@@ -650,6 +659,15 @@ nv_status_t nv_comm_flush_qp_restart(struct nv_comm *c, int dev)
 	return st == NV_OK ? nv_comm_flush_qp_connect(d) : st;
 }
 
+static nv_status_t nv_comm_qp_destroy(struct ibv_qp *qp)
+{
+	nv_status_t st = nv_ibv_destroy_qp(qp);
+
+	if (st == NV_OK)
+		nv_census_add(NV_CEN_QP, -1);
+	return st;
+}
+
 static void nv_keep_first(nv_status_t *first, nv_status_t st)
 {
 	if (*first == NV_OK)
@@ -663,7 +681,7 @@ nv_status_t nv_comm_destroy(struct nv_comm *c)
 
 	for (i = 0; c->qps && i < c->nqps; i++) {
 		if (c->qps[i].qp)
-			nv_keep_first(&first, nv_ibv_destroy_qp(c->qps[i].qp));
+			nv_keep_first(&first, nv_comm_qp_destroy(c->qps[i].qp));
 		c->qps[i].qp = NULL;
 	}
 	if (c->type == NV_COMM_RECV)
@@ -672,13 +690,18 @@ nv_status_t nv_comm_destroy(struct nv_comm *c)
 		struct nv_comm_dev *d = &c->dev[i];
 
 		if (d->flush_qp)
-			nv_keep_first(&first, nv_ibv_destroy_qp(d->flush_qp));
+			nv_keep_first(&first, nv_comm_qp_destroy(d->flush_qp));
 		d->flush_qp = NULL;
 		if (d->ctrl_mr)
 			nv_keep_first(&first, nv_mr_release(d->hca, d->ctrl_mr));
 		d->ctrl_mr = NULL;
-		if (d->cq)
-			nv_keep_first(&first, nv_ibv_destroy_cq(d->cq));
+		if (d->cq && nv_ibv_destroy_cq(d->cq) == NV_OK) {
+			nv_census_add(NV_CEN_CQ, -1);
+			if (i == 0)
+				nv_census_add(c->type == NV_COMM_SEND ? NV_CEN_SEND : NV_CEN_RECV, -1);
+		} else if (d->cq) {
+			nv_keep_first(&first, NV_ERR_SYSTEM);
+		}
 		d->cq = NULL;
 		if (d->pd)
 			nv_hca_pd_put(d->hca);
