@@ -77,10 +77,11 @@ nccl_net_verbs_info_SOURCES = src/tools/nccl-net-verbs-info.c \
 nccl_net_verbs_info_LDADD = libnvcore.la
 dist_check_SCRIPTS += test/unit/test-info.sh
 TESTS += test/unit/test-info.sh
-# src/ layers import only downwards (includes and, from the objects, calls).
-dist_check_SCRIPTS += test/unit/test-layers.sh
+# src/ files import only downwards (includes and, from the objects, calls), and
+# the check fails on each circle planted in a copy of the tree.
+dist_check_SCRIPTS += test/unit/test-layers.sh test/unit/test-layers-circle.sh
 EXTRA_DIST += scripts/check-layers.sh
-TESTS += test/unit/test-layers.sh
+TESTS += test/unit/test-layers.sh test/unit/test-layers-circle.sh
 # Advertised limits hold (maxComms pairs connect under a lowered max_qp, ...).
 check_PROGRAMS += test/unit/test_limits
 TESTS += test/unit/test_limits
