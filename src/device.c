@@ -115,6 +115,25 @@ static int nv_dev_speed(struct nv_hca *h, int port, uint32_t speed, uint8_t widt
 	return nv_port_speed_mbps(speed, width);
 }
 
+void nv_dev_speed_refresh(struct nv_hca *h, int port)
+{
+	for (int i = 0; i < nv_dev_count(); i++) {
+		struct nv_dev *d = nv_dev_get(i);
+		struct ibv_port_attr pa;
+		int before, now;
+
+		if (!d || d->hca != h || (port > 0 && d->port != port) ||
+		    nv_ibv_query_port(h->ctx, (uint8_t)d->port, &pa) != NV_OK)
+			continue;
+		before = d->speed_mbps;
+		now = nv_dev_speed(h, d->port, pa.active_speed, pa.active_width);
+		d->speed_mbps = now;
+		NV_INFO(NV_SUB_NET, "%s:%d speed %d -> %d Mbps (IBV_EVENT_DEVICE_SPEED_CHANGE); the "
+			"comms keep their split (NCCL_IB_EVENT_BASED_LB is not implemented)", h->name,
+			d->port, before, now);
+	}
+}
+
 static bool nv_relaxed_ordering_allowed(const char *name)
 {
 	int64_t mode = nv_param_int(NV_PARAM_IB_PCI_RELAXED_ORDERING);

@@ -187,6 +187,10 @@ void nv_devices_free(void);
 int nv_hca_count(void);
 struct nv_hca *nv_hca_get(int index);          /* NULL if out of range */
 bool nv_devices_busy(void);         /* a PD or registration is still held */
+/* IBV_EVENT_DEVICE_SPEED_CHANGE (rdma-core 56+; 20, newer than some verbs.h): the speed of the
+ * HCA's devices on port (all ports when port <= 0) queried again, one INFO line each. */
+#define NV_IBV_EVENT_DEVICE_SPEED_CHANGE 20
+void nv_dev_speed_refresh(struct nv_hca *h, int port);
 int nv_dev_count(void);
 struct nv_dev *nv_dev_get(int index);          /* NULL if out of range */
 int nv_vdev_count(void);

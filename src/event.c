@@ -240,6 +240,10 @@ void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
 	}
 	if (t == IBV_EVENT_GID_CHANGE)
 		nv_event_mark_gids(h, ev->element.port_num);
+	if ((int)t == NV_IBV_EVENT_DEVICE_SPEED_CHANGE) {
+		nv_dev_speed_refresh(h, ev->element.port_num);
+		return;
+	}
 	if (nv_event_fatal(t) && t != IBV_EVENT_DEVICE_FATAL && sink && nv_event_comm_rides()) {
 		/* the comm that owns it fails over, holds or fails, with its own WARN */
 		NV_INFO(NV_SUB_NET, "%s; the comm that owns it fails over to its other devices "

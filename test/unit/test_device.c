@@ -230,6 +230,34 @@ static void test_async(void)
 	nv_devices_fini();
 }
 
+/* IBV_EVENT_DEVICE_SPEED_CHANGE: the device's speed is queried again (simverbs port-speed). */
+static void test_speed_change(void)
+{
+	const char *env[] = { NULL };
+	int (*ctl)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "simverbs_control");
+	struct ibv_async_event ev;
+	struct nv_dev *d = NULL;
+	int before;
+
+	if (!ctl)
+		return;
+	CHECK(init_with(env) >= 1);
+	for (int i = 0; i < nv_dev_count() && !d; i++)
+		if (!strcmp(nv_dev_get(i)->hca->name, "simroce0"))
+			d = nv_dev_get(i);
+	CHECK(d != NULL);
+	before = d->speed_mbps;
+	CHECK(ctl("port-speed simroce0:1 25000") == 0);
+	ev = (struct ibv_async_event){ .event_type = (enum ibv_event_type)NV_IBV_EVENT_DEVICE_SPEED_CHANGE };
+	ev.element.port_num = 1;
+	nv_event_handle(d->hca, &ev);
+	CHECK(d->speed_mbps == 25000);
+	CHECK(ctl("port-speed simroce0:1 0") == 0);
+	nv_event_handle(d->hca, &ev);
+	CHECK(d->speed_mbps == before);
+	nv_devices_fini();
+}
+
 /* The dispatch rules: QP/CQ events land in their owner's sink, DEVICE_FATAL
  * on the HCA, GID_CHANGE marks the port's GID cache stale, others only log. */
 static void test_event_dispatch(void)
@@ -399,6 +427,7 @@ int main(void)
 	test_gdr_markers();
 	test_async();
 	test_event_dispatch();
+	test_speed_change();
 	test_event_port_err();
 	test_peer_watch();
 	return nvt_exit("test_device");
