@@ -1,4 +1,4 @@
-# Plugin core (owner: P1): ABI headers, vtable, params, log, verbs seam,
+# Plugin core: ABI headers, vtable, params, log, verbs seam,
 # devices, GDR, MR cache. NV_BASE_SOURCES and NV_COMM_SOURCES (src/comm.mk)
 # make up libnvcore.la, which the plugin and the unit tests link.
 NV_BASE_SOURCES = src/log.c src/os.c src/param.c src/ibv.c src/ibv_load.c src/select.c src/device.c src/devset.c src/props.c src/route.c src/event.c \
@@ -46,9 +46,11 @@ uninstall-local:
 
 # ---- unit tests (no devices needed unless noted) -----------------------------
 noinst_HEADERS += test/unit/nvtest.h test/unit/nvplugin.h
-NV_UNIT_P1 = test/unit/test_param test/unit/test_select test/unit/test_mr_cache test/unit/test_hwcnt
-check_PROGRAMS += $(NV_UNIT_P1)
-TESTS += $(NV_UNIT_P1)
+# Pure code, no device: the knob table, HCA/GID selection, the registration
+# cache, the NIC counters' parsing.
+UNIT_PURE_TESTS = test/unit/test_param test/unit/test_select test/unit/test_mr_cache test/unit/test_hwcnt
+check_PROGRAMS += $(UNIT_PURE_TESTS)
+TESTS += $(UNIT_PURE_TESTS)
 test_unit_test_param_SOURCES = test/unit/test_param.c
 test_unit_test_param_LDADD = libnvcore.la $(IBVERBS_LIBS)
 test_unit_test_select_SOURCES = test/unit/test_select.c

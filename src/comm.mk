@@ -1,4 +1,4 @@
-# Connection and data-path layer of the plugin (owner: P2) and its unit tests.
+# Connection and data-path layers of the plugin and their unit tests.
 # Sources here join libnvcore.la (see src/base.mk).
 NV_COMM_SOURCES = src/wire.c src/sock.c src/stage.c src/handshake.c src/connect.c src/admit.c src/accept.c src/qp.c src/cq_plan.c \
 	src/engine.c src/recv.c src/send.c src/eager.c src/eager_ring.c src/failover.c src/failover.h src/fo_detect.c src/fo_state.h src/fo_msg.c src/fo_msg.h \

@@ -1,4 +1,4 @@
-# User-facing tools (owner: B): nccl-net-bench and its tests.
+# User-facing tools: nccl-net-bench and its tests.
 NB_SOURCES = \
 	src/tools/nccl-net-bench.c \
 	src/tools/nccl-net-bench-main.c \

@@ -1,4 +1,4 @@
-# End-to-end tests of the plugin (owner: P2): each dlopens the built plugin
+# End-to-end tests of the plugin: each dlopens the built plugin
 # ($NV_TEST_PLUGIN) and drives its ncclNetPlugin_vN tables over simverbs.
 # Every test runs under `timeout` (test/e2e/run.sh) so a hang fails fast.
 

@@ -1,4 +1,4 @@
-# Failure, abuse, leak, soak, concurrency and fuzz tests (owner: F), issue 5.
+# Failure, abuse, leak, soak, concurrency and fuzz tests.
 # The tests build on the end-to-end harness (test/e2e/libe2e.la) plus
 # test/fault/fh.[ch]; each has a hard time limit of its own (fh_watchdog).
 # What users see and what to do: docs/troubleshooting.md.
@@ -138,11 +138,11 @@ FAULT_EAGER0_TESTS = test/fault/eager0/fault_qp.eager0 test/fault/eager0/fault_k
 TESTS += $(FAULT_EAGER0_TESTS)
 EXTRA_DIST += $(FAULT_EAGER0_TESTS)
 
-# Known bugs found by these tests go to /work/notes/requests-for-*.md; while
-# one is open, its case runs in a copy of the program named *_xfail, listed in
-# XFAIL_TESTS (the name selects the cases). Fixed so far: P1-F1 (empty GID
-# entry named by NCCL_IB_GID_INDEX), P2-F2 (unsignalled WRs without wr_id),
-# P2-F4 (a connect failing after its QPs exist names our device and QPN).
+# A known bug found by these tests (fault_config, fault_qp, fault_kill) has its
+# case run, while it is open, in a copy of the program named *_xfail listed in
+# XFAIL_TESTS (the name selects the cases). None is open. Fixed so far: an empty
+# GID entry named by NCCL_IB_GID_INDEX, unsignalled WRs without a wr_id, a
+# connect failing after its QPs exist naming our device and QPN.
 
 
 EXTRA_DIST += test/fault/soak.sh test/fault/valgrind.sh test/fault/valgrind.supp \
@@ -171,7 +171,7 @@ check-tsan:
 # e2e tests and fault tests under memcheck (test/fault/valgrind.sh: errors and
 # definite/indirect leaks fail; simverbs' object report stays on). Data written
 # by a peer PROCESS is visible to memcheck since simverbs marks peer-writable
-# ranges defined (S1, after F-R2), so the two-process tests are in too.
+# ranges defined, so the two-process tests are in too.
 # e2e_versions (95 s under valgrind) is left out for time; e2e_loopback covers
 # the v6 and v12 tables. The soak runs 1500 messages here. The eager path:
 # e2e_eager, fault_eager (hostile peers), fault_credit.

@@ -28,7 +28,7 @@ struct config_case {
 	enum expect expect;
 	const char *dev_name;	/* device the case is about (prefix), or NULL */
 	const char *warn[3];	/* substrings of ONE WARN */
-	const char *bug;	/* known bug (requests-for-*.md): runs in fault_config_xfail */
+	const char *bug;	/* a known bug, open: runs in fault_config_xfail */
 };
 
 static const struct config_case cases[] = {
@@ -55,7 +55,7 @@ static const struct config_case cases[] = {
 	{ "GID_INDEX beyond the table", { "NCCL_IB_GID_INDEX=40" }, DEV_UNUSABLE, "simroce0",
 	  { "NCCL_IB_GID_INDEX=40", "simroce0" }, NULL },
 	{ "GID_INDEX of an empty entry", { "NCCL_IB_GID_INDEX=30" }, DEV_UNUSABLE, "simroce0",
-	  { "NCCL_IB_GID_INDEX=30", "simroce0" }, NULL }, /* was P1-F1, fixed */
+	  { "NCCL_IB_GID_INDEX=30", "simroce0" }, NULL }, /* an empty GID entry: was a bug, fixed */
 	{ "QPS_PER_CONNECTION zero", { "NCCL_IB_QPS_PER_CONNECTION=0" }, INIT_FAILS, NULL,
 	  { "NCCL_IB_QPS_PER_CONNECTION", "0", "range" }, NULL },
 	{ "QPS_PER_CONNECTION too big", { "NCCL_IB_QPS_PER_CONNECTION=129" }, INIT_FAILS, NULL,

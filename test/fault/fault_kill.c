@@ -27,8 +27,8 @@ enum kcase { K_CONNECT, K_IDLE, K_TRANSFER };
 
 /*
  * fault_kill checks the cases without a known bug; the copy named
- * fault_kill_xfail (in XFAIL_TESTS while P2-F4 is open) runs the connect case
- * requiring the local device and QPN in the message too.
+ * fault_kill_xfail (in XFAIL_TESTS while such a bug is open; none is) runs the
+ * connect case requiring the local device and QPN in the message too.
  */
 static int strict_connect;
 static const char *const knames[] = { "killed during connect", "killed while idle",
@@ -170,7 +170,7 @@ static void run(struct fh *f, int dev, const char *devname, enum kcase kc, struc
 		fh_log("%s on %s: connect failed after %.2f s: %s", knames[kc], devname,
 		       fh_now() - t0, fh_warn_get(wi));
 		if (strict_connect) {
-			/* P2-F4: the connector's QPs exist here; the message should name them. */
+			/* The connector's QPs exist here; the message names them (fixed). */
 			FH_CHECK(fh_warn_find(w0, addr, devname, "QPN", NULL) >= 0,
 				 "connect failure does not name our device %s and QPN", devname);
 		}

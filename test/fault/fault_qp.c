@@ -47,7 +47,7 @@ static void conn_open(struct fh *f, int dev, const char *devname, struct fh_conn
 }
 
 /*
- * Item 10 of issue 5: an error-completion message prints no field that is
+ * An error-completion message prints no field that is
  * undefined for errors and carries exactly one hint.
  */
 static void check_wc_message(const char *w)
@@ -208,14 +208,14 @@ struct qcase {
 	const char *warn[3];	/* substrings of the first WARN */
 	int wc;			/* the first WARN is an error completion */
 	const char *undo;	/* simverbs command run afterwards, or NULL */
-	const char *bug;	/* known bug (requests-for-*.md): runs in fault_qp_xfail only */
+	const char *bug;	/* a known bug, open: runs in fault_qp_xfail only */
 };
 
 static const struct qcase qcases[] = {
 	{ "sender-err-after", "qp-err-after 5 0x%x", 0, NULL, 0,
 	  { "retry", "QPN 0x%x", "hint:" }, 1, NULL, NULL },
 	{ "recv-err-after", "qp-err-after 5 0x%x", 1, NULL, 1,
-	  { "clear-to-send", "QPN 0x%x", "hint:" }, 1, NULL, NULL }, /* was P2-F2, fixed */
+	  { "clear-to-send", "QPN 0x%x", "hint:" }, 1, NULL, NULL }, /* unsignalled WRs without a wr_id: was a bug, fixed */
 	{ "qp-fatal", "qp-error 0x%x", 0, NULL, 0, { "asynchronous event", "", "" }, 0, NULL, NULL },
 	{ "port-down", "port-down %s 1", 0, NULL, -1, { "port error", "%s:1", "" }, 0, "port-up %s 1", NULL },
 	{ "cable-cut", "drop-qp 0x%x", 1, NULL, -1,

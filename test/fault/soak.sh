@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# soak.sh - the long soak (issue 5): >= 10^6 messages of random sizes
+# soak.sh - the long soak: >= 10^6 messages of random sizes
 # (0 B .. 4 MiB, mostly small), random tags and grouped receives over several
 # connections between two processes, InfiniBand and RoCE, every byte checked.
 #

@@ -1,4 +1,4 @@
-# Real NCCL drives the plugin (issue 13): the client test/gpu/nccl-allreduce
+# Real NCCL drives the plugin: the client test/gpu/nccl-allreduce
 # (built when configure finds nccl.h, libnccl.so.2 and the CUDA runtime) and
 # scripts/gpu-check.sh, which runs it on a GPU machine.  `make check` builds
 # the client and runs the script's no-GPU path (gpu_check_nogpu.sh).

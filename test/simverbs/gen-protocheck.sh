@@ -9,8 +9,8 @@
 # does not declare is an undeclared identifier, so the build fails; sv.h
 # includes the same declarations, so a simverbs definition whose signature
 # differs from rdma-core's is a "conflicting types" error.  Together no
-# exported function can have a prototype of its own (issue 14: a wrong
-# ibv_get_sysfs_path crashed every rdma_cm program).
+# exported function can have a prototype of its own (a wrong
+# ibv_get_sysfs_path prototype once crashed every rdma_cm program).
 set -eu
 map=$1
 syms=$(awk '

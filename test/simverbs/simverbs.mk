@@ -1,4 +1,4 @@
-# simverbs: the software RDMA fabric (owner: S1).  Builds
+# simverbs: the software RDMA fabric.  Builds
 # test/simverbs/.libs/libibverbs.so.1, a drop-in for rdma-core's libibverbs,
 # the simverbs-ctl CLI, and the simverbs tests.  See test/simverbs/README.md.
 

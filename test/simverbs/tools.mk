@@ -1,4 +1,4 @@
-# test/simverbs/tools.mk - owner: S2.
+# test/simverbs/tools.mk - simverbs' command-line tools and their checks.
 # perftest stand-ins (libmlx5.so.1, libefa.so.1 next to simverbs' libibverbs.so.1), raw fabric
 # benchmarks (sv-rawbench, pvm-bw, fabric-bench.sh) and checks that run unchanged Debian
 # programs (ibv_devices, ibv_devinfo, ibv_rc_pingpong, perftest) on simverbs.

@@ -1,5 +1,5 @@
 /*
- * nvtest.h - the few helpers P1's unit tests share: a counting CHECK, a
+ * nvtest.h - the few helpers the unit tests share: a counting CHECK, a
  * capturing logger (so tests can assert on WARN text) and an environment
  * table for nv_param_load_from().
  */

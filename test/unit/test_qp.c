@@ -186,7 +186,7 @@ static void plan_check_one(int type, int nqp, int max_cqe, int max_qp_wr)
 	}
 }
 
-/* CQ sizing arithmetic, exhaustively over small limits (P2-F3). */
+/* CQ sizing arithmetic, exhaustively over small limits. */
 static void cq_plan(void)
 {
 	static const int qp_wr[] = { 1, 17, 18, 19, 40, 64, 300, 16384 };
@@ -214,7 +214,7 @@ static void cq_plan(void)
 					plan_check_one(t, nqp, cqe, qp_wr[w]);
 }
 
-/* Clock reads of the liveness check: sparse for busy pollers only (P2-B1). */
+/* Clock reads of the liveness check: sparse for busy pollers only. */
 static void liveness_stride(void)
 {
 	uint32_t st = 0;

@@ -2,7 +2,7 @@
 # rdmacm-utils.sh: Debian's rdma_cm programs (rping, ucmatose, rdma_client, perftest's
 # ib_send_lat -R) on simverbs must fail cleanly: there is no rdma_cm kernel device, so they report
 # an error and exit (any status, 99 included: simverbs' leak report of contexts librdmacm keeps),
-# never crash on a signal (issue 14: a wrong ibv_get_sysfs_path prototype made each of them segfault in librdmacm).
+# never crash on a signal (a wrong ibv_get_sysfs_path prototype made each of them segfault in librdmacm).
 . "$(dirname "$0")/lib.sh"
 sv_need_simverbs
 sv_need_prog rping ucmatose

@@ -1,7 +1,7 @@
 /*
  * sv_compat: where simverbs must answer as rdma-core / rxe / the kernel do,
  * because software nobody here wrote (pyverbs' tests, UCX, librdmacm) relies
- * on it (issue 14):
+ * on it:
  *  - ibv_query_device_ex fills phys_port_cnt_ex (= phys_port_cnt); a
  *    context's cmd_fd is a valid descriptor (ibv_import_device: EOPNOTSUPP);
  *  - ibv_create_qp_ex accepts IBV_QP_INIT_ATTR_CREATE_FLAGS with

@@ -1,7 +1,7 @@
 /*
  * sv_rdmacm: librdmacm (Debian's, unchanged) on simverbs.  librdmacm reads
  * sysfs through ibv_get_sysfs_path()/ibv_read_sysfs_file() and opens the
- * verbs devices itself; with a wrong ibv_get_sysfs_path prototype (issue 14)
+ * verbs devices itself; with a wrong ibv_get_sysfs_path prototype (once)
  * it dereferenced an int as a path and every rdma_cm program crashed.
  * There is no rdma_cm kernel device here, so an event channel must fail
  * cleanly (NULL, errno set), while rdma_get_devices() lists simverbs' devices.
