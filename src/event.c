@@ -56,9 +56,10 @@ static void nv_hca_record(struct nv_hca *h, int event_type, const char *what)
 }
 
 /*
- * A port went down: every comm with failover on that uses it gets the event
- * in its sink, so its next call starts a round (which tells the peer) even
- * when nothing of it is in flight and no error completion will come.
+ * A port went down: every comm with failover state (port failover or a link
+ * hold: fo_wake) that uses it gets the event in its sink, so its next call
+ * starts a round (which tells the peer) even when nothing of it is in flight
+ * and no error completion will come.
  */
 static void nv_hca_record_port(struct nv_hca *h, int port, int event_type, const char *what)
 {

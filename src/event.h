@@ -3,8 +3,9 @@
  * Started once per opened HCA at discovery, stopped at the last fini. It
  * records fatal events into the struct nv_async_sink named by the QP/CQ
  * context (or the HCA's own sink for device-wide events), records a
- * PORT_ERR into the sink of every attached comm with failover on that uses
- * the port (it starts a round at its next call), marks GID caches stale on
+ * PORT_ERR into the sink of every attached comm with failover state (port
+ * failover or a link hold) that uses the port (it starts a round at its
+ * next call), marks GID caches stale on
  * GID_CHANGE, and logs everything else. Every NV_LIVENESS_NS it
  * also checks the handshake socket of each watched comm that has been
  * waiting (nv_hca_sink_watch), so the data path's idle polls cost a store
