@@ -2,7 +2,7 @@
 # A real launcher on the simulated cluster: Open MPI's mpirun (run in h0) starts one
 # nccl-net-bench per host through sim-cluster-rsh (plm_rsh_agent: enters the host instead of
 # ssh); the bench takes its rank and size from OMPI_COMM_WORLD_*; a 4-host AllReduce with
-# every value checked. Skips (77) without mpirun.
+# every value checked, and an all-to-all with every byte checked. Skips (77) without mpirun.
 . "$(dirname "$0")/cl-common.sh"
 command -v mpirun >/dev/null || skip "no mpirun (Debian openmpi-bin)"
 
@@ -19,4 +19,9 @@ cl_exec h0 -- "${MPI[@]}" "$BENCH" --root "$(cl_addr h0 2):$PORT" -T 60 -t allre
 	-f 16 -n 3 -w 1 >"$TMP/ar" 2>&1 || { cat "$TMP/ar"; fail "mpirun nccl-net-bench failed"; }
 grep -q '^# allreduce: 4 ranks' "$TMP/ar" && grep -q 'Out of bounds values : 0 OK' "$TMP/ar" &&
 	! grep -q FAILED "$TMP/ar" || { cat "$TMP/ar"; fail "4-host allreduce under mpirun"; }
-echo "mpirun over sim-cluster-rsh: 4 ranks on 4 hosts, allreduce values right: ok"
+# all-to-all: a comm pair per peer (12), every byte checked against its sender and receiver
+cl_exec h0 -- "${MPI[@]}" "$BENCH" --root "$(cl_addr h0 2):$((PORT + 1))" -T 60 -t alltoall -b 32 -e 4M \
+	-f 32 -n 3 -w 1 -B 1M >"$TMP/a2a" 2>&1 || { cat "$TMP/a2a"; fail "mpirun nccl-net-bench alltoall failed"; }
+grep -q '^# alltoall: 4 ranks' "$TMP/a2a" && grep -q 'Out of bounds values : 0 OK' "$TMP/a2a" &&
+	! grep -q FAILED "$TMP/a2a" || { cat "$TMP/a2a"; fail "4-host alltoall under mpirun"; }
+echo "mpirun over sim-cluster-rsh: 4 ranks on 4 hosts, allreduce values and alltoall bytes right: ok"
