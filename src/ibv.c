@@ -178,19 +178,6 @@ int nv_ibv_query_port_speed_probe(struct ibv_context *ctx, uint8_t port, uint64_
 	return 0;
 }
 
-nv_status_t nv_ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
-{
-	char extra[48];
-	int ret;
-
-	errno = 0;
-	ret = nv_ibv_sym.query_gid(ctx, port, index, gid);
-	if (!ret)
-		return NV_OK;
-	snprintf(extra, sizeof(extra), " (GID index %d)", index);
-	return nv_fail("ibv_query_gid", ctx, port, nv_int_err(ret), extra);
-}
-
 int nv_ibv_query_gid_ex_probe(struct ibv_context *ctx, uint8_t port, int index,
 			      struct ibv_gid_entry *entry)
 {

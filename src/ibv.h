@@ -50,7 +50,6 @@ nv_status_t nv_ibv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_
 /* Port speed from ibv_query_port_speed (IBVERBS_1.16) in Mb/s: 0 or errno;
  * EOPNOTSUPP when the verb is absent. No WARN. */
 int nv_ibv_query_port_speed_probe(struct ibv_context *ctx, uint8_t port, uint64_t *mbps);
-nv_status_t nv_ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
 /* GID entry with its type. Returns 0 or the errno value (no WARN: unreadable
  * entries are normal in containers); EOPNOTSUPP when the verb is unavailable. */
 int nv_ibv_query_gid_ex_probe(struct ibv_context *ctx, uint8_t port, int index,

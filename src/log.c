@@ -27,11 +27,6 @@ void nv_log_set_logger(ncclDebugLogger_t logger)
 	atomic_store(&nv_logger, logger);
 }
 
-ncclDebugLogger_t nv_log_get_logger(void)
-{
-	return atomic_load(&nv_logger);
-}
-
 static void nv_stderr_level_init(void)
 {
 	const char *s = getenv("NCCL_DEBUG");
@@ -80,23 +75,4 @@ void nv_log(enum nv_log_level level, unsigned long subsys, const char *file, int
 			fprintf(stderr, "[%d] %s %s\n", (int)getpid(), nv_level_name(level), msg);
 	}
 	errno = saved_errno;
-}
-
-const char *nv_status_str(nv_status_t st)
-{
-	switch (st) {
-	case NV_OK:
-		return "success";
-	case NV_ERR_SYSTEM:
-		return "system error";
-	case NV_ERR_INTERNAL:
-		return "internal error";
-	case NV_ERR_INVALID:
-		return "invalid argument";
-	case NV_ERR_USAGE:
-		return "invalid usage";
-	case NV_ERR_REMOTE:
-		return "remote error";
-	}
-	return "unknown status";
 }

@@ -9,6 +9,5 @@
 #include "nccl/common.h"
 
 void nv_log_set_logger(ncclDebugLogger_t logger); /* NULL: back to stderr */
-ncclDebugLogger_t nv_log_get_logger(void);
 
 #endif /* NV_LOG_H */

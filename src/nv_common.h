@@ -65,8 +65,6 @@ void nv_log(enum nv_log_level level, unsigned long subsys, const char *file, int
 			goto label; \
 	} while (0)
 
-const char *nv_status_str(nv_status_t st);
-
 #define NV_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define NV_ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
 #define nv_likely(x) __builtin_expect(!!(x), 1)
