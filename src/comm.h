@@ -274,6 +274,17 @@ struct nv_comm {
 	uint8_t sl, tc;
 };
 
+/* The comm's control block in its role: c->ctrl is the one of c->type. */
+static inline struct nv_send_ctrl *nv_send_ctrl_of(const struct nv_comm *c)
+{
+	return (struct nv_send_ctrl *)c->ctrl;
+}
+
+static inline struct nv_recv_ctrl *nv_recv_ctrl_of(const struct nv_comm *c)
+{
+	return (struct nv_recv_ctrl *)c->ctrl;
+}
+
 /* The eager path's state of a comm; the protocol is described in eager.h. */
 _Static_assert(NV_EAGER_SLOTS == NV_FIFO_SLOTS, "the ring window is the sequence window");
 

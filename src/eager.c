@@ -64,7 +64,7 @@ static __attribute__((noinline, cold)) nv_status_t nv_eager_cts_grant_bad(struct
 static __attribute__((noinline)) nv_status_t nv_eager_cts_credit(struct nv_send_comm *s)
 {
 	const struct nv_cts_entry *e =
-		((struct nv_send_ctrl *)s->base.ctrl)->fifo[s->eager.cts_seq % NV_FIFO_SLOTS];
+		nv_send_ctrl_of(&s->base)->fifo[s->eager.cts_seq % NV_FIFO_SLOTS];
 	uint64_t flag, seq, grant;
 	uint32_t off = nv_cts_grant_read(&e[0], &flag);
 
@@ -84,7 +84,7 @@ nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int 
 			   void *mhandle, void *phandle, void **request)
 {
 	struct nv_comm *c = &s->base;
-	struct nv_send_ctrl *ctrl = c->ctrl;
+	struct nv_send_ctrl *ctrl = nv_send_ctrl_of(c);
 	struct nv_eager_send *E = &s->eager;
 	struct nv_comm_qp *q = &c->qps[0];
 	uint64_t grant = __atomic_load_n(&ctrl->eager_grant, __ATOMIC_ACQUIRE);
@@ -193,7 +193,7 @@ static int nv_eager_copy_post(struct nv_recv_comm *rc, uint64_t seq)
 	uint32_t slot = (uint32_t)(seq % NV_EAGER_SLOTS);
 	struct nv_eager_seq *q = &E->seqs[slot];
 	/* the cursor's CTS entries stay in its shadow slot until seq + NV_SHADOW_SLOTS */
-	const struct nv_cts_entry *e = &nv_eager_shadow(c->ctrl, seq)[q->i];
+	const struct nv_cts_entry *e = &nv_eager_shadow(nv_recv_ctrl_of(c), seq)[q->i];
 	const struct nv_eager_trailer *t = nv_eager_trl(E, seq);
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge;
@@ -236,8 +236,8 @@ static int nv_eager_copy_post(struct nv_recv_comm *rc, uint64_t seq)
 static void nv_eager_cursor_next(struct nv_recv_comm *rc, uint64_t c, struct nv_request *r,
 				 int i)
 {
-	const struct nv_cts_entry *from = nv_eager_shadow(rc->base.ctrl, c);
-	struct nv_cts_entry *to = nv_eager_shadow(rc->base.ctrl, c + 1);
+	const struct nv_cts_entry *from = nv_eager_shadow(nv_recv_ctrl_of(&rc->base), c);
+	struct nv_cts_entry *to = nv_eager_shadow(nv_recv_ctrl_of(&rc->base), c + 1);
 	int j, n = 0;
 
 	for (j = 0; j < r->eager_left; j++) {
@@ -264,7 +264,7 @@ static int nv_eager_deliver(struct nv_recv_comm *rc, uint64_t seq, int posted)
 	struct nv_comm *c = &rc->base;
 	struct nv_eager_recv *E = &rc->eager;
 	uint32_t slot = (uint32_t)(seq % NV_EAGER_SLOTS);
-	const struct nv_cts_entry *e = nv_eager_shadow(c->ctrl, seq);
+	const struct nv_cts_entry *e = nv_eager_shadow(nv_recv_ctrl_of(c), seq);
 	const struct nv_eager_trailer *t = nv_eager_trl(E, seq);
 	struct nv_eager_seq *q = &E->seqs[slot];
 	struct nv_request *r = &c->reqs[q->req];
@@ -354,7 +354,7 @@ __attribute__((noinline)) nv_status_t nv_eager_grant(struct nv_recv_comm *rc)
 		/* what the sender found on the CTS of the last message that came
 		 * through one may be enough (comm.h); the slot still holds it
 		 * unless it was posted again since, for cts_done + NV_SHADOW_SLOTS */
-		const struct nv_cts_entry *e = nv_eager_shadow(rc->base.ctrl, E->cts_done);
+		const struct nv_cts_entry *e = nv_eager_shadow(nv_recv_ctrl_of(&rc->base), E->cts_done);
 
 		if (e->seq == E->cts_done + 1 && E->cts_done + e->eager.grant > E->granted)
 			E->granted = E->cts_done + e->eager.grant;
@@ -377,7 +377,7 @@ static int nv_eager_post_cts(struct nv_recv_comm *rc, uint64_t seq)
 		rc->eager.dirty = 1; /* PEND: posted by a later pass */
 		return 1;
 	}
-	return nv_eager_post_n(rc, seq, nv_eager_shadow(c->ctrl, seq), r->eager_left);
+	return nv_eager_post_n(rc, seq, nv_eager_shadow(nv_recv_ctrl_of(c), seq), r->eager_left);
 }
 
 /* A cursor whose CTS is not out: take its ring entry, or post its CTS. 0 ok, -1 error. */
@@ -446,8 +446,8 @@ nv_status_t nv_eager_cts_done(struct nv_recv_comm *rc, uint64_t seq, uint32_t im
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_eager_recv *E = &rc->eager;
-	const struct nv_recv_ctrl *ctrl = c->ctrl;
-	const struct nv_cts_entry *e = nv_eager_shadow(c->ctrl, seq);
+	const struct nv_recv_ctrl *ctrl = nv_recv_ctrl_of(c);
+	const struct nv_cts_entry *e = nv_eager_shadow(nv_recv_ctrl_of(c), seq);
 	struct nv_request *r = &c->reqs[E->seqs[seq % NV_EAGER_SLOTS].req];
 	uint32_t cap[NV_MAX_RECVS] = { 0 };
 	uint64_t end = r->seq + r->nreqs, s;
@@ -537,7 +537,7 @@ nv_status_t nv_eager_irecv(struct nv_recv_comm *rc, int n, void **data, size_t *
 {
 	struct nv_comm *c = &rc->base;
 	struct nv_eager_recv *E = &rc->eager;
-	struct nv_cts_entry *e = nv_eager_shadow(c->ctrl, rc->head);
+	struct nv_cts_entry *e = nv_eager_shadow(nv_recv_ctrl_of(c), rc->head);
 	struct nv_request *req;
 	int i;
 

@@ -59,9 +59,9 @@
 #define NV_EAGER_GRANT_BATCH (NV_EAGER_SLOTS / 2)
 
 /* The shadow entries of sequence seq on an eager comm (two banks: nv_recv_ctrl, comm.h). */
-static inline struct nv_cts_entry *nv_eager_shadow(void *ctrl, uint64_t seq)
+static inline struct nv_cts_entry *nv_eager_shadow(struct nv_recv_ctrl *ctrl, uint64_t seq)
 {
-	return ((struct nv_recv_ctrl *)ctrl)->shadow[seq % NV_SHADOW_SLOTS];
+	return ctrl->shadow[seq % NV_SHADOW_SLOTS];
 }
 
 /* isend of at most s->eager.max bytes whose clear-to-send has not arrived. */
@@ -74,7 +74,7 @@ nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int 
  */
 static inline int nv_eager_may_send(const struct nv_send_comm *s)
 {
-	const struct nv_send_ctrl *ctrl = s->base.ctrl;
+	const struct nv_send_ctrl *ctrl = nv_send_ctrl_of(&s->base);
 
 	return s->head < s->eager.grant || s->eager.cts_took != s->eager.cts_seq ||
 	       __atomic_load_n(&ctrl->eager_grant, __ATOMIC_ACQUIRE) > s->head;
@@ -147,7 +147,7 @@ nv_eager_irecv_one(struct nv_recv_comm *rc, void *data, size_t size, int tag,
 	struct nv_eager_recv *E = &rc->eager;
 	uint64_t seq = rc->head;
 	uint32_t slot = (uint32_t)(seq % NV_EAGER_SLOTS);
-	struct nv_cts_entry *e = nv_eager_shadow(c->ctrl, seq);
+	struct nv_cts_entry *e = nv_eager_shadow(nv_recv_ctrl_of(c), seq);
 	struct nv_request *req = nv_req_get(c, NV_REQ_RECV);
 
 	if (!req)

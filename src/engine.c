@@ -90,7 +90,7 @@ static inline __attribute__((always_inline)) void nv_send_done(struct nv_send_co
 static __attribute__((noinline)) nv_status_t nv_recv_done_grouped(struct nv_comm *c,
 								  struct nv_request *r)
 {
-	const uint32_t *rec = ((const struct nv_recv_ctrl *)c->ctrl)->records[r->seq % NV_FIFO_SLOTS];
+	const uint32_t *rec = nv_recv_ctrl_of(c)->records[r->seq % NV_FIFO_SLOTS];
 	char why[128], id[256];
 	int i;
 

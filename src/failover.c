@@ -294,7 +294,7 @@ static nv_status_t nv_fo_send_state(struct nv_comm *c)
 	int n = 0;
 
 	if (c->type == NV_COMM_RECV) {
-		struct nv_recv_ctrl *ctrl = c->ctrl;
+		struct nv_recv_ctrl *ctrl = nv_recv_ctrl_of(c);
 		struct nv_request *open[NV_MAX_REQUESTS];
 
 		n = nv_fo_open_recvs(c, open);
@@ -345,7 +345,7 @@ static nv_status_t nv_fo_attempt(struct nv_comm *c, uint64_t seq)
 static nv_status_t nv_fo_sender_apply(struct nv_comm *c)
 {
 	struct nv_send_comm *s = (struct nv_send_comm *)c;
-	struct nv_send_ctrl *ctrl = c->ctrl;
+	struct nv_send_ctrl *ctrl = nv_send_ctrl_of(c);
 	struct nv_fo *f = c->fo;
 	struct nv_cts_entry e[NV_MAX_RECVS];
 	uint8_t listed[NV_FIFO_SLOTS] = { 0 };

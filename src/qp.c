@@ -238,13 +238,13 @@ void nv_comm_fill_meta(struct nv_comm *c, int role, struct nv_meta *m)
 	m->little_endian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
 	m->addr = (uint64_t)(uintptr_t)c->ctrl;
 	if (c->type == NV_COMM_SEND) {
-		struct nv_send_ctrl *s = c->ctrl;
+		struct nv_send_ctrl *s = nv_send_ctrl_of(c);
 
 		m->region_len = (uint32_t)(nv_eager_send_offer(c) ? NV_SEND_CTRL_REMOTE_LEN_EAGER_CTS
 								 : NV_SEND_CTRL_REMOTE_LEN);
 		m->probe_addr = (uint64_t)(uintptr_t)&s->probe_in;
 	} else {
-		struct nv_recv_ctrl *r = c->ctrl;
+		struct nv_recv_ctrl *r = nv_recv_ctrl_of(c);
 
 		const struct nv_eager_recv *E = &((const struct nv_recv_comm *)c)->eager;
 
@@ -520,8 +520,8 @@ nv_status_t nv_comm_qp_restart(struct nv_comm *c, int i, uint32_t psn)
 
 nv_status_t nv_comm_probe_post(struct nv_comm *c)
 {
-	uint64_t *src = c->type == NV_COMM_SEND ? &((struct nv_send_ctrl *)c->ctrl)->probe_src
-						 : &((struct nv_recv_ctrl *)c->ctrl)->probe_src;
+	uint64_t *src = c->type == NV_COMM_SEND ? &nv_send_ctrl_of(c)->probe_src
+						 : &nv_recv_ctrl_of(c)->probe_src;
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge;
 	nv_status_t st;
@@ -575,8 +575,8 @@ int nv_comm_probe_poll(struct nv_comm *c)
 
 int nv_comm_probe_landed(const struct nv_comm *c)
 {
-	const uint64_t *w = c->type == NV_COMM_SEND ? &((const struct nv_send_ctrl *)c->ctrl)->probe_in
-						    : &((const struct nv_recv_ctrl *)c->ctrl)->probe_in;
+	const uint64_t *w = c->type == NV_COMM_SEND ? &nv_send_ctrl_of(c)->probe_in
+						    : &nv_recv_ctrl_of(c)->probe_in;
 
 	/* Written by the peer's NIC: read it fresh each time. */
 	return c->ctrl && __atomic_load_n(w, __ATOMIC_ACQUIRE) == c->probe_want;

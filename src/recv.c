@@ -25,7 +25,7 @@ static nv_status_t nv_recv_post_cts(struct nv_recv_comm *rc, struct nv_request *
 	uint32_t slot = (uint32_t)(req->seq % NV_FIFO_SLOTS);
 
 	return nv_recv_post_cts_q(rc, &rc->base.qps[qi], qi, slot,
-				  ((struct nv_recv_ctrl *)rc->base.ctrl)->shadow[slot], n);
+				  nv_recv_ctrl_of(&rc->base)->shadow[slot], n);
 }
 
 static inline __attribute__((always_inline)) nv_status_t nv_recv_post(struct nv_recv_comm *rc,
@@ -102,7 +102,7 @@ static inline nv_status_t nv_irecv_single(struct nv_recv_comm *rc, void *data, s
 	req->mem_kind = (uint8_t)mh->kind;
 	/* capacity above 4 GiB - 1 is told as UINT32_MAX (see the general path) */
 	req->sizes[0] = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
-	e = &((struct nv_recv_ctrl *)c->ctrl)->shadow[req->seq % NV_FIFO_SLOTS][0];
+	e = &nv_recv_ctrl_of(c)->shadow[req->seq % NV_FIFO_SLOTS][0];
 	e->addr = (uintptr_t)data;
 	e->size = (uint64_t)req->sizes[0];
 	e->rkey[0] = mh->rkey[0];
@@ -179,7 +179,7 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	req->nreqs = (uint8_t)n;
 	req->mem_kind = (uint8_t)(mhandles && mhandles[0] ? ((struct nv_mhandle *)mhandles[0])->kind
 							  : NV_MEM_HOST);
-	e = ((struct nv_recv_ctrl *)c->ctrl)->shadow[req->seq % NV_FIFO_SLOTS];
+	e = nv_recv_ctrl_of(c)->shadow[req->seq % NV_FIFO_SLOTS];
 	for (i = 0; i < n; i++) {
 		const struct nv_mhandle *mh = mhandles ? mhandles[i] : NULL;
 
@@ -271,7 +271,7 @@ nv_status_t nv_net_iflush(void *recv_comm, int n, void **data, int *sizes, void 
 	req->mem_kind = (uint8_t)mh->kind;
 	for (d = 0; d < c->ndevs; d++) {
 		memset(&wr, 0, sizeof(wr));
-		sge.addr = (uintptr_t)&((struct nv_recv_ctrl *)c->ctrl)->flush_word;
+		sge.addr = (uintptr_t)&nv_recv_ctrl_of(c)->flush_word;
 		sge.length = 1;
 		sge.lkey = c->dev[d].ctrl_mr->lkey;
 		wr.wr_id = NV_WRID(NV_WR_FLUSH, 1, d, req->idx);

@@ -60,7 +60,7 @@ static int nv_send_room(struct nv_send_comm *s, uint64_t seq, int nwr)
 static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *sl, int i)
 {
 	struct nv_comm *c = &s->base;
-	struct nv_send_ctrl *ctrl = c->ctrl;
+	struct nv_send_ctrl *ctrl = nv_send_ctrl_of(c);
 	uint32_t slot = (uint32_t)(sl->seq % NV_FIFO_SLOTS);
 	uint32_t qi = (uint32_t)((sl->seq * (uint64_t)c->nq + (uint64_t)i) % (uint64_t)c->nqps);
 	struct nv_comm_qp *q = &c->qps[qi];
@@ -151,7 +151,7 @@ nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot *sl, struct nv_requ
 	uint32_t qi = nv_qp_of(sl->seq, c->nqps);
 	uint32_t slot = (uint32_t)(sl->seq % NV_FIFO_SLOTS);
 	struct nv_comm_qp *q = &c->qps[qi];
-	const struct nv_cts_entry *e = &((struct nv_send_ctrl *)c->ctrl)->fifo[slot][req->entry];
+	const struct nv_cts_entry *e = &nv_send_ctrl_of(c)->fifo[slot][req->entry];
 	struct ibv_send_wr *wr = &s->wr[0], *imm = wr, *bad;
 	struct ibv_sge *sge = &s->sge[0];
 	int nwr = 1;
@@ -216,7 +216,7 @@ static inline __attribute__((always_inline)) nv_status_t nv_send_post(struct nv_
 static __attribute__((noinline, cold)) int nv_send_slot_bad(struct nv_send_comm *s, uint64_t seq)
 {
 	struct nv_comm *c = &s->base;
-	const struct nv_cts_entry *e = ((struct nv_send_ctrl *)c->ctrl)->fifo[seq % NV_FIFO_SLOTS];
+	const struct nv_cts_entry *e = nv_send_ctrl_of(c)->fifo[seq % NV_FIFO_SLOTS];
 	char why[192], id[256];
 	int r = nv_cts_slot_check(e, seq, c->rmeta->ndevs, why, sizeof(why));
 
@@ -230,7 +230,7 @@ static __attribute__((noinline, cold)) int nv_send_slot_bad(struct nv_send_comm 
 static inline int nv_send_slot_ready(struct nv_send_comm *s, uint64_t seq)
 {
 	struct nv_comm *c = &s->base;
-	const struct nv_cts_entry *e = ((struct nv_send_ctrl *)c->ctrl)->fifo[seq % NV_FIFO_SLOTS];
+	const struct nv_cts_entry *e = nv_send_ctrl_of(c)->fifo[seq % NV_FIFO_SLOTS];
 	int r = nv_cts_slot_ready(e, seq, c->rmeta->ndevs);
 
 	return nv_likely(r >= 0) ? r : nv_send_slot_bad(s, seq);
@@ -327,7 +327,7 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 				s->max_bytes, NV_MAX_WR_PER_MSG, s->wr_bytes);
 		return NV_ERR_INVALID;
 	}
-	e = ((struct nv_send_ctrl *)c->ctrl)->fifo[s->head % NV_FIFO_SLOTS];
+	e = nv_send_ctrl_of(c)->fifo[s->head % NV_FIFO_SLOTS];
 	/* nothing of the slot has arrived: the poll of a sender waiting for the receiver,
 	 * or a small message that goes eager instead (order: comm.h) */
 	if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != s->head + 1) {
@@ -391,7 +391,7 @@ nv_status_t nv_send_repost(struct nv_send_comm *s, uint64_t seq)
 
 int nv_send_repost_room(struct nv_send_comm *s, uint64_t seq)
 {
-	const struct nv_cts_entry *e = ((struct nv_send_ctrl *)s->base.ctrl)->fifo[seq % NV_FIFO_SLOTS];
+	const struct nv_cts_entry *e = nv_send_ctrl_of(&s->base)->fifo[seq % NV_FIFO_SLOTS];
 
 	return nv_send_room(s, seq, nv_send_chain_len(s, e, s->slots[seq % NV_FIFO_SLOTS].nreqs));
 }
