@@ -30,6 +30,7 @@ ranks='
 0.20 stage.c stage.h
 1.00 ibv_load.c ibv.h ibv_syms.h
 1.01 ibv.c
+1.50 hwcnt.c hwcnt.h
 2.00 device.h
 2.01 select.c select.h
 2.02 param.c param.h
@@ -41,8 +42,8 @@ ranks='
 2.07 gdr.c
 2.08 mr.c mr.h
 2.09 devset.c devset.h
-2.10 hwcnt.c hwcnt.h
 3.00 comm.c comm.h nv_api.h
+3.005 state.c
 3.01 prof.c prof.h
 3.02 cq_plan.c
 3.10 diag.c

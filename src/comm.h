@@ -182,6 +182,7 @@ struct nv_request {
 	int16_t next_free;
 	int pending;		/* completions still expected */
 	uint64_t seq;		/* slot sequence (send/recv) */
+	uint64_t t_post;	/* nv_coarse_ns when handed out (0: no event thread yet) */
 	uint32_t sizes[NV_MAX_RECVS];	/* recv: posted capacity, then bytes received */
 	/* send only */
 	void *data;
@@ -244,6 +245,26 @@ struct nv_comm_qp {
 
 enum nv_comm_type { NV_COMM_LISTEN = 1, NV_COMM_SEND, NV_COMM_RECV };
 
+/*
+ * A comm's counters: written by its progress thread only, with plain stores
+ * (no lock, no atomic), and read only by that thread (state lines, stall
+ * reports; state.c). The sum msgs + flushes is the progress count the idle
+ * path stores into the sink's `waiting` word for the stall check (event.h).
+ */
+struct nv_comm_stats {
+	uint64_t msgs;		/* messages completed (test() done): sent or received */
+	uint64_t bytes;		/* their bytes (received: what arrived) */
+	uint64_t flushes;	/* GPU flushes completed */
+	uint64_t eager;		/* messages that went eager (sent, or taken from the ring) */
+	uint64_t cts_waits;	/* sends that waited for their clear-to-send (or eager credit) */
+	uint64_t wc_errors;	/* error completions */
+	uint64_t failovers;	/* failover rounds completed */
+	uint64_t wait_seq;	/* send: the sequence + 1 the last counted wait was for */
+	uint64_t wait_size;	/* send: the bytes of the isend that waited */
+	int wait_tag;		/* send: its tag */
+	int stall_reports;	/* stall reports logged */
+};
+
 /* Common part of send and recv comms (first member of both). */
 struct nv_comm {
 	int type;			/* enum nv_comm_type */
@@ -270,6 +291,7 @@ struct nv_comm {
 	int free_head;			/* -1: pool empty */
 	nv_status_t error;		/* sticky */
 	struct nv_fo *fo;		/* failover state (failover.c); NULL: off */
+	struct nv_comm_stats st;	/* counters (above) */
 	char why[NV_COMM_WHY_LEN];
 	uint8_t sl, tc;
 };
@@ -436,6 +458,23 @@ const char *nv_comm_hs_ident(const struct nv_comm *c, const char *word, char *bu
 /* Records the sticky error once (logs it); later calls are no-ops. */
 void nv_comm_fail(struct nv_comm *c, nv_status_t st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* ---- state lines and stall reports (state.c) ------------------------------ */
+/*
+ * One grep-able line of the comm's state: "<type> <ident>: head .., N
+ * outstanding [seq S age A ms B bytes tag T ...], cts ..., last progress ..,
+ * msgs= bytes= eager= cts_waits= wc_errors= failovers= flushes=, error ..".
+ * since_ms: time since the stall check last saw progress (0: unknown).
+ */
+void nv_comm_state(const struct nv_comm *c, uint64_t since_ms, char *buf, size_t len);
+/* Logs the state line with `why` ("at its error", ...): WARN, or INFO (NET) when !warn. */
+void nv_comm_dump(const struct nv_comm *c, int warn, const char *why);
+/* Takes the report the event thread asked for (stall, dump) and logs it. */
+void nv_comm_take_report(struct nv_comm *c);
+/* Requests handed out and not yet returned by test(). */
+int nv_comm_outstanding(const struct nv_comm *c);
+/* Sets the sink's ident and port for reports (once the QPs are connected). */
+void nv_comm_set_ident(struct nv_comm *c);
+
 /* Logs and formats one error completion into c (sticky). diag.c */
 void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc);
 

@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <infiniband/verbs.h>
 #include "nccl/net.h"
+#include "hwcnt.h"
 #include "nv_common.h"
 
 #define NV_MAX_DEVS 32           /* kept ports (NCCL's MAX_IB_DEVS) */
@@ -57,6 +58,10 @@
 #define NV_SINK_DEVICE 0x10000		/* ... which was device-wide (fanned out by the HCA) */
 #define NV_SINK_STICKY 0x20000		/* the owning comm has a sticky error */
 #define NV_SINK_FAILOVER 0x40000	/* the comm has a failover round to run (failover.c) */
+#define NV_SINK_REPORT 0x80000		/* the event thread asks the comm for a report (below) */
+#define NV_REPORT_STALL 1		/* report_kind: no progress for NCCL_VERBS_STALL_MS */
+#define NV_REPORT_DUMP 2		/* report_kind: a state dump was asked for */
+#define NV_SINK_IDENT_LEN 192
 struct nv_async_sink {
 	atomic_int fatal;      /* bits above */
 	char what[NV_WHY_MAX]; /* text of the event; complete before the event bits are set */
@@ -74,7 +79,31 @@ struct nv_async_sink {
 	atomic_int fo_wake;	/* failover.c: bytes on watch_fd set NV_SINK_FAILOVER (a round) */
 	int watch_fd;
 	const struct nv_hca *watch_hca;
+	/*
+	 * Stall detection and state dumps (event.c, contract in event.h). The
+	 * data path stores its progress count into `waiting` (odd, so never 0)
+	 * each time it finds nothing to do; the event thread sees a count that
+	 * did not move while the comm kept waiting. All fields below are guarded
+	 * by event.c's lock: the event thread fills the report_* fields and then
+	 * sets NV_SINK_REPORT; the comm, on its next call (the health word's slow
+	 * path), takes them under the lock and clears the bit. ident and
+	 * stall_port are set by the comm before nv_hca_sink_watch.
+	 */
+	char ident[NV_SINK_IDENT_LEN];	/* "send mlx5_0:1 QPN 0x.. -> peer ..." */
+	int stall_port;			/* port of watch_hca whose counters reports carry */
+	uint64_t stall_val;		/* progress value last seen */
+	uint64_t stall_since;		/* when it was first seen (0: not waiting) */
+	uint64_t stall_seen;		/* last sweep that found the comm waiting */
+	uint64_t stall_next;		/* earliest next stall report */
+	uint64_t report_due;		/* a report not taken by then is dropped */
+	int report_kind;		/* NV_REPORT_* */
+	uint64_t report_stall_ms;	/* how long without progress (stall) */
+	uint64_t report_since_ms;	/* last progress seen this many ms ago (0: unknown) */
+	char report_cnt[512];		/* the port's counter deltas (stall) */
 };
+/* A clock the event threads advance every sweep (ns, 0 until one runs); the data
+ * path reads it to stamp requests, for their age in stall reports and dumps. */
+extern _Atomic uint64_t nv_coarse_ns;
 /* How often a waiting comm's peer is checked (and the fallback's interval). */
 #define NV_LIVENESS_NS 100000000ull
 
@@ -124,6 +153,17 @@ struct nv_hca {
 	bool event_watching;             /* the thread checks watched sinks (event.c's lock) */
 	int event_stop_fd;               /* write end wakes the thread for shutdown */
 	int event_wake_fd;
+	/* The ports' counters, read by the event thread while stall checks are on,
+	 * for the deltas in stall reports (event.c; that thread and the sweep's lock). */
+	struct nv_cnt_ring *cnt;         /* one ring per port; NULL: none */
+	int cnt_ports;
+	uint64_t cnt_next_ns;            /* next reading */
+};
+/* Readings of one port, every NCCL_VERBS_STALL_MS / 4 (at least 100 ms). */
+#define NV_CNT_RING 8
+struct nv_cnt_ring {
+	int n, head;                     /* readings kept, the newest */
+	struct nv_hwcnt e[NV_CNT_RING];
 };
 
 /* What the GID auto-selection picked for one port, with the reason. */

@@ -44,6 +44,7 @@ static nv_status_t nv_devices_start(void)
 	for (int i = 0; i < nv_hca_count(); i++)
 		NV_CHECK_GOTO(nv_hca_start(nv_hca_get(i)), st, err);
 	NV_CHECK_GOTO(nv_devices_finish(), st, err);
+	nv_event_dump_signal_setup();
 	return NV_OK;
 err:
 	nv_devices_stop();

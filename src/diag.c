@@ -148,6 +148,7 @@ void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc)
 		     c->peer, mem ? nv_mem_kind_str(mem) : "host (control region)",
 		     port_hint ? port_hint
 			       : nv_wc_hint(wc->status, mem & (NV_MEM_CUDA | NV_MEM_DMABUF), kind));
+	nv_comm_dump(c, 1, "at its error"); /* the state behind the error (state.c) */
 }
 
 void nv_comm_probe_lost(struct nv_comm *c, const char *what)

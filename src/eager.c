@@ -104,7 +104,7 @@ nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int 
 	}
 	if (s->head >= E->grant && (E->cts_took == E->cts_seq || nv_eager_cts_credit(s) != NV_OK ||
 				    s->head >= E->grant))
-		return c->error != NV_OK ? c->error : nv_comm_idle_call(c); /* waits for its CTS */
+		return c->error != NV_OK ? c->error : nv_send_wait(c, s->head, size, tag); /* its CTS */
 	if (q->outstanding + 1 > q->max_wr &&
 	    (nv_comm_progress(c) != NV_OK || q->outstanding + 1 > q->max_wr))
 		return c->error;
@@ -148,6 +148,7 @@ nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int 
 		nv_req_put(c, req);
 		return c->error;
 	}
+	c->st.eager++;
 	s->head++;
 	*request = req;
 	return NV_OK;
@@ -284,6 +285,7 @@ static int nv_eager_deliver(struct nv_recv_comm *rc, uint64_t seq, int posted)
 	}
 	k = r->eager_map[i];
 	n = t->size < e[i].size ? t->size : (uint32_t)e[i].size; /* truncation */
+	rc->base.st.eager++;
 	r->sizes[k] = n;
 	q->i = (uint8_t)i;
 	if (posted)

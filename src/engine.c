@@ -42,6 +42,11 @@ __attribute__((noinline, cold)) nv_status_t nv_comm_check_slow(struct nv_comm *c
 	char id[256];
 	int d;
 
+	if (atomic_load_explicit(&c->sink.fatal, memory_order_acquire) & NV_SINK_REPORT) {
+		nv_comm_take_report(c); /* the event thread asked: a stall or a dump (state.c) */
+		if (atomic_load_explicit(&c->sink.fatal, memory_order_acquire) == 0)
+			return NV_OK;
+	}
 	if (c->fo && c->error == NV_OK)
 		return nv_fo_check(c); /* failover.c: NV_OK, NV_FO_BUSY or the sticky error */
 	if (c->error == NV_OK) {
@@ -225,7 +230,7 @@ nv_comm_progress_errors(struct nv_comm *c, int d, struct ibv_wc *wc, int n)
 			if (wc[k].status == IBV_WC_SUCCESS) {
 				if (nv_wc_dispatch(c, &wc[k]) != NV_OK)
 					return c->error;
-			} else if (!c->fo || !nv_fo_wc_error(c, d, &wc[k])) {
+			} else if (++c->st.wc_errors, !c->fo || !nv_fo_wc_error(c, d, &wc[k])) {
 				nv_comm_wc_error(c, d, &wc[k]);
 				return c->error;
 			}
@@ -347,15 +352,27 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 	}
 	*done = 1;
 	c->live_stride = 1; /* progress: the next wait starts reading the clock at once */
-	/* test's sizes are int in every ABI version: exact up to INT_MAX, then INT_MAX */
-	if (sizes) {
-		if (r->type == NV_REQ_SEND)
+	/* test's sizes are int in every ABI version: exact up to INT_MAX, then INT_MAX;
+	 * the comm's counters (comm.h) count what completes here */
+	if (r->type == NV_REQ_SEND) {
+		c->st.msgs++;
+		c->st.bytes += r->size;
+		if (sizes)
 			sizes[0] = r->size > INT_MAX ? INT_MAX : (int)r->size;
-		else if (r->type == NV_REQ_RECV && nv_likely(r->nreqs == 1))
+	} else if (r->type == NV_REQ_RECV && nv_likely(r->nreqs == 1)) {
+		c->st.msgs++;
+		c->st.bytes += r->sizes[0];
+		if (sizes)
 			sizes[0] = r->sizes[0] > INT_MAX ? INT_MAX : (int)r->sizes[0];
-		else if (r->type == NV_REQ_RECV)
-			for (i = 0; i < r->nreqs; i++)
+	} else if (r->type == NV_REQ_RECV) {
+		c->st.msgs += r->nreqs;
+		for (i = 0; i < r->nreqs; i++) {
+			c->st.bytes += r->sizes[i];
+			if (sizes)
 				sizes[i] = r->sizes[i] > INT_MAX ? INT_MAX : (int)r->sizes[i];
+		}
+	} else {
+		c->st.flushes++;
 	}
 	nv_req_put(c, r);
 	return NV_OK;

@@ -35,6 +35,7 @@ static inline struct nv_request *nv_req_get(struct nv_comm *c, int type)
 	r = &c->reqs[c->free_head];
 	c->free_head = r->next_free;
 	r->type = (uint8_t)type;
+	r->t_post = atomic_load_explicit(&nv_coarse_ns, memory_order_relaxed);
 	r->done = 0;
 	r->pending = 0;
 	r->nreqs = 1;
@@ -77,12 +78,29 @@ nv_status_t nv_comm_peer_closed(struct nv_comm *c, const struct nv_request *wait
 static inline nv_status_t nv_comm_idle(struct nv_comm *c, const struct nv_request *waiting)
 {
 	if (nv_likely(atomic_load_explicit(&c->sink.watched, memory_order_relaxed))) {
-		atomic_store_explicit(&c->sink.waiting, 1, memory_order_relaxed);
+		/* the progress count, odd (never 0): the stall check's view (event.h) */
+		atomic_store_explicit(&c->sink.waiting, (int)((c->st.msgs + c->st.flushes) * 2 + 1),
+				      memory_order_relaxed);
 		if (nv_likely(!atomic_load_explicit(&c->sink.peer_gone, memory_order_acquire)))
 			return NV_OK;
 		return nv_comm_peer_closed(c, waiting);
 	}
 	return nv_comm_liveness(c, waiting);
+}
+
+/*
+ * isend found no clear-to-send (or eager credit) for sequence head: counted
+ * once per sequence, with its size and tag for a stall report; then the wait.
+ */
+static inline nv_status_t nv_send_wait(struct nv_comm *c, uint64_t head, size_t size, int tag)
+{
+	if (nv_unlikely(c->st.wait_seq != head + 1)) {
+		c->st.wait_seq = head + 1;
+		c->st.wait_size = size;
+		c->st.wait_tag = tag;
+		c->st.cts_waits++;
+	}
+	return nv_comm_idle(c, NULL);
 }
 
 /* Polls every CQ of the comm in batches until they are empty; NV_OK or the sticky error. */

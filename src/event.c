@@ -8,9 +8,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "event.h"
@@ -19,6 +23,72 @@
 #include "param.h"
 
 static pthread_mutex_t nv_sink_lock = PTHREAD_MUTEX_INITIALIZER; /* sinks, HCA lists */
+
+_Atomic uint64_t nv_coarse_ns;
+
+/* Stall reports: the first when a comm waited NCCL_VERBS_STALL_MS without
+ * progress, then at most every NV_STALL_REPEAT_NS while it stays so. */
+#define NV_STALL_REPEAT_NS 30000000000ull
+/* A sweep that finds a comm not waiting keeps its stall clock this long (a
+ * thread descheduled on a loaded host); after that the clock starts again. */
+#define NV_STALL_GAP_NS 1000000000ull
+/* A report the comm does not take within this (its thread does not call it)
+ * is logged by the event thread from what the sink knows. */
+#define NV_REPORT_WAIT_NS 1000000000ull
+
+/* Dumps asked for (signal handler, trigger file): a generation each thread follows. */
+static atomic_uint nv_dump_gen;
+static struct timespec nv_dump_file_mtime;	/* nv_sink_lock */
+static int nv_dump_file_seen;			/* nv_sink_lock */
+
+void nv_event_dump_request(void)
+{
+	atomic_fetch_add(&nv_dump_gen, 1);
+}
+
+static void nv_dump_signal(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&nv_dump_gen, 1); /* lock-free: async-signal-safe */
+}
+
+void nv_event_dump_signal_setup(void)
+{
+	static atomic_int installed;
+	int sig = (int)nv_param_int(NV_PARAM_VERBS_DUMP_SIGNAL);
+	struct sigaction sa;
+
+	if (sig <= 0 || atomic_exchange(&installed, 1))
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = nv_dump_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(sig, &sa, NULL) != 0)
+		NV_WARN("NCCL_VERBS_DUMP_SIGNAL=%d: sigaction failed: %s; no state dumps on a "
+			"signal", sig, strerror(errno));
+	else
+		NV_INFO(NV_SUB_INIT, "NCCL_VERBS_DUMP_SIGNAL=%d: every open comm logs its state "
+			"on that signal", sig);
+}
+
+/* The trigger file appeared or was touched since the last look: a new dump. */
+static void nv_dump_file_check_locked(void)
+{
+	const char *path = nv_param_str(NV_PARAM_VERBS_DUMP_FILE);
+	struct stat st;
+
+	if (!path || !*path || stat(path, &st) != 0) {
+		nv_dump_file_seen = 0;
+		return;
+	}
+	if (nv_dump_file_seen && st.st_mtim.tv_sec == nv_dump_file_mtime.tv_sec &&
+	    st.st_mtim.tv_nsec == nv_dump_file_mtime.tv_nsec)
+		return;
+	nv_dump_file_seen = 1;
+	nv_dump_file_mtime = st.st_mtim;
+	atomic_fetch_add(&nv_dump_gen, 1);
+}
 
 /* Caller holds nv_sink_lock. */
 static void nv_sink_record_locked(struct nv_async_sink *sink, int bits, const char *what)
@@ -133,17 +203,148 @@ int nv_hca_sink_watch(struct nv_hca *h, struct nv_async_sink *sink, int fd)
 	return on;
 }
 
+static _Atomic uint64_t nv_stall_ns;	/* NCCL_VERBS_STALL_MS, read as the threads start */
+
+/* Asks the comm of s for a report of `kind` (its next call logs it). Lock held. */
+static void nv_sink_ask_locked(struct nv_async_sink *s, int kind, uint64_t now)
+{
+	s->report_kind |= kind;
+	s->report_due = now + NV_REPORT_WAIT_NS;
+	s->report_since_ms = s->stall_since ? (now - s->stall_since) / 1000000 : 0;
+	atomic_fetch_or_explicit(&s->fatal, NV_SINK_REPORT, memory_order_release);
+}
+
+/* Reads every port's counters into its ring, every NCCL_VERBS_STALL_MS / 4. Lock held. */
+static void nv_hca_cnt_tick_locked(struct nv_hca *h, uint64_t now)
+{
+	uint64_t stall_ns = atomic_load_explicit(&nv_stall_ns, memory_order_relaxed);
+	uint64_t every = stall_ns / 4 > NV_LIVENESS_NS ? stall_ns / 4 : NV_LIVENESS_NS;
+	int p;
+
+	if (!h->cnt || !stall_ns || now < h->cnt_next_ns)
+		return;
+	h->cnt_next_ns = now + every;
+	for (p = 0; p < h->cnt_ports; p++) {
+		struct nv_cnt_ring *r = &h->cnt[p];
+		int i = r->n ? (r->head + 1) % NV_CNT_RING : 0;
+
+		if (nv_hwcnt_read(h->ctx->device->ibdev_path, p + 1, &r->e[i]) <= 0)
+			continue;
+		r->head = i;
+		if (r->n < NV_CNT_RING)
+			r->n++;
+	}
+}
+
+/* The newest reading of port taken at or before t (else the oldest one); NULL: none. */
+static const struct nv_hwcnt *nv_hca_cnt_before(const struct nv_hca *h, int port, uint64_t t)
+{
+	const struct nv_cnt_ring *r;
+	int k;
+
+	if (!h->cnt || port < 1 || port > h->cnt_ports || !h->cnt[port - 1].n)
+		return NULL;
+	r = &h->cnt[port - 1];
+	for (k = 0; k < r->n; k++) {
+		const struct nv_hwcnt *e = &r->e[(r->head - k + NV_CNT_RING) % NV_CNT_RING];
+
+		if (e->t_ns <= t || k == r->n - 1)
+			return e;
+	}
+	return NULL;
+}
+
+/* The port's counter deltas since the stall began, into s->report_cnt. Lock held. */
+static void nv_sink_stall_counters_locked(struct nv_hca *h, struct nv_async_sink *s)
+{
+	const struct nv_hwcnt *base = nv_hca_cnt_before(h, s->stall_port, s->stall_since);
+	struct nv_hwcnt now, d;
+	char list[400];
+
+	if (!base || !nv_hwcnt_read(h->ctx->device->ibdev_path, s->stall_port, &now)) {
+		snprintf(s->report_cnt, sizeof(s->report_cnt), "%s:%d counters: none readable",
+			 h->name, s->stall_port);
+		return;
+	}
+	nv_hwcnt_delta(base, &now, &d);
+	snprintf(s->report_cnt, sizeof(s->report_cnt), "%s:%d counters in the last %" PRIu64
+		 " ms: %s", h->name, s->stall_port, d.t_ns / 1000000,
+		 nv_hwcnt_format(&d, 1, 0, list, sizeof(list)));
+}
+
+/*
+ * Stall check of a watched sink: w is its waiting word since the last sweep
+ * (0: the comm did not wait). A comm that kept waiting with the same
+ * progress count for NCCL_VERBS_STALL_MS is asked for a report. Lock held.
+ */
+static void nv_sink_stall_locked(struct nv_hca *h, struct nv_async_sink *s, int w, uint64_t now)
+{
+	uint64_t stall_ns = atomic_load_explicit(&nv_stall_ns, memory_order_relaxed);
+
+	if (!stall_ns)
+		return;
+	if (!w) {
+		if (s->stall_since && now - s->stall_seen > NV_STALL_GAP_NS)
+			s->stall_since = 0;
+		return;
+	}
+	s->stall_seen = now;
+	if (!s->stall_since || (uint64_t)(unsigned)w != s->stall_val) {
+		s->stall_val = (unsigned)w; /* progress, or the first wait */
+		s->stall_since = now;
+		return;
+	}
+	if (now - s->stall_since < stall_ns || now < s->stall_next ||
+	    (atomic_load_explicit(&s->fatal, memory_order_relaxed) & NV_SINK_REPORT))
+		return;
+	nv_sink_stall_counters_locked(h, s);
+	s->report_stall_ms = (now - s->stall_since) / 1000000;
+	s->stall_next = now + (stall_ns > NV_STALL_REPEAT_NS ? stall_ns : NV_STALL_REPEAT_NS);
+	nv_sink_ask_locked(s, NV_REPORT_STALL, now);
+}
+
+/* A report its comm did not take in time (its thread stopped calling it). Lock held. */
+static void nv_sink_report_expired_locked(struct nv_async_sink *s, uint64_t now)
+{
+	if (!(atomic_load_explicit(&s->fatal, memory_order_relaxed) & NV_SINK_REPORT) ||
+	    now < s->report_due)
+		return;
+	atomic_fetch_and_explicit(&s->fatal, ~NV_SINK_REPORT, memory_order_relaxed);
+	if (s->report_kind & NV_REPORT_STALL)
+		NV_WARN("stall: %s waited %" PRIu64 " ms without progress, then its thread stopped "
+			"calling it; %s", s->ident, s->report_stall_ms, s->report_cnt);
+	if (s->report_kind & NV_REPORT_DUMP)
+		NV_WARN("comm state: %s: not called for %" PRIu64 " ms (NCCL is not polling it), "
+			"its state is not read from this thread", s->ident,
+			(uint64_t)(NV_REPORT_WAIT_NS / 1000000));
+	s->report_kind = 0;
+}
+
 void nv_hca_sink_sweep(struct nv_hca *h)
+{
+	nv_hca_sink_sweep_at(h, nv_now_ns(), 0);
+}
+
+void nv_hca_sink_sweep_at(struct nv_hca *h, uint64_t now, int dump)
 {
 	struct nv_sink_link *l;
 
 	pthread_mutex_lock(&nv_sink_lock);
+	nv_hca_cnt_tick_locked(h, now);
 	for (l = h->sinks; l; l = l->next) {
 		struct nv_async_sink *s = l->sink;
+		int w;
 
-		if (!atomic_load_explicit(&s->watched, memory_order_relaxed) || s->watch_hca != h ||
-		    atomic_load_explicit(&s->peer_gone, memory_order_relaxed) ||
-		    !atomic_exchange_explicit(&s->waiting, 0, memory_order_relaxed))
+		if (!atomic_load_explicit(&s->watched, memory_order_relaxed) || s->watch_hca != h)
+			continue;
+		nv_sink_report_expired_locked(s, now);
+		if (dump)
+			nv_sink_ask_locked(s, NV_REPORT_DUMP, now);
+		if (atomic_load_explicit(&s->peer_gone, memory_order_relaxed))
+			continue;
+		w = atomic_exchange_explicit(&s->waiting, 0, memory_order_relaxed);
+		nv_sink_stall_locked(h, s, w, now);
+		if (!w)
 			continue;
 		if (atomic_load_explicit(&s->fo_wake, memory_order_relaxed) &&
 		    nv_fd_pending(s->watch_fd) == 1) { /* the peer started a failover round */
@@ -153,6 +354,31 @@ void nv_hca_sink_sweep(struct nv_hca *h)
 		if (!nv_fd_peer_alive(s->watch_fd))
 			atomic_store_explicit(&s->peer_gone, 1, memory_order_release);
 	}
+	pthread_mutex_unlock(&nv_sink_lock);
+}
+
+int nv_sink_take_report(struct nv_async_sink *s, struct nv_sink_report *r)
+{
+	int kind = 0;
+
+	pthread_mutex_lock(&nv_sink_lock);
+	if (atomic_load_explicit(&s->fatal, memory_order_acquire) & NV_SINK_REPORT) {
+		kind = s->report_kind;
+		r->stall_ms = s->report_stall_ms;
+		r->since_ms = s->report_since_ms;
+		snprintf(r->cnt, sizeof(r->cnt), "%s", s->report_cnt);
+		s->report_kind = 0;
+		atomic_fetch_and_explicit(&s->fatal, ~NV_SINK_REPORT, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&nv_sink_lock);
+	return kind;
+}
+
+void nv_sink_set_ident(struct nv_async_sink *s, int port, const char *ident)
+{
+	pthread_mutex_lock(&nv_sink_lock);
+	s->stall_port = port;
+	snprintf(s->ident, sizeof(s->ident), "%s", ident);
 	pthread_mutex_unlock(&nv_sink_lock);
 }
 
@@ -284,16 +510,24 @@ static void *nv_event_main(void *arg)
 	};
 
 	uint64_t swept = nv_now_ns();
+	unsigned dump_gen = atomic_load(&nv_dump_gen);
 
 	for (;;) {
 		struct ibv_async_event ev;
 		uint64_t now;
+		unsigned gen;
 		int err, n;
 
 		n = poll(fds, 2, (int)(NV_LIVENESS_NS / 1000000));
 		now = nv_now_ns();
+		atomic_store_explicit(&nv_coarse_ns, now, memory_order_relaxed);
 		if (now - swept >= NV_LIVENESS_NS) {
-			nv_hca_sink_sweep(h);
+			pthread_mutex_lock(&nv_sink_lock);
+			nv_dump_file_check_locked();
+			pthread_mutex_unlock(&nv_sink_lock);
+			gen = atomic_load(&nv_dump_gen);
+			nv_hca_sink_sweep_at(h, now, gen != dump_gen);
+			dump_gen = gen;
 			swept = now;
 		}
 		if (n == 0)
@@ -343,6 +577,11 @@ nv_status_t nv_event_start(struct nv_hca *h)
 	}
 	h->event_wake_fd = fds[0];
 	h->event_stop_fd = fds[1];
+	atomic_store(&nv_stall_ns, (uint64_t)nv_param_int(NV_PARAM_VERBS_STALL_MS) * 1000000ull);
+	if (atomic_load(&nv_stall_ns) && h->attr.phys_port_cnt > 0) {
+		h->cnt = calloc(h->attr.phys_port_cnt, sizeof(*h->cnt)); /* NULL: no deltas */
+		h->cnt_ports = h->cnt ? h->attr.phys_port_cnt : 0;
+	}
 	pthread_mutex_lock(&nv_sink_lock);
 	h->event_watching = true;	/* before the thread runs: it clears it when it stops */
 	pthread_mutex_unlock(&nv_sink_lock);
@@ -369,6 +608,11 @@ void nv_event_stop(struct nv_hca *h)
 			pthread_join(h->event_thread, NULL);
 		h->event_thread_running = false;
 	}
+	pthread_mutex_lock(&nv_sink_lock);
+	free(h->cnt);
+	h->cnt = NULL;
+	h->cnt_ports = 0;
+	pthread_mutex_unlock(&nv_sink_lock);
 	if (h->event_wake_fd >= 0)
 		close(h->event_wake_fd);
 	if (h->event_stop_fd >= 0)

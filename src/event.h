@@ -41,5 +41,30 @@ void nv_hca_sink_detach(struct nv_hca *hca, struct nv_sink_link *l);
 int nv_hca_sink_watch(struct nv_hca *hca, struct nv_async_sink *sink, int fd);
 /* One pass of the thread's check over hca's watched, waiting sinks (exposed for tests). */
 void nv_hca_sink_sweep(struct nv_hca *hca);
+/*
+ * The same at time now; dump: ask every watched sink for a state dump. Each
+ * pass also runs the stall check (NCCL_VERBS_STALL_MS): a watched comm whose
+ * waiting word (its progress count, stored by each call that found nothing
+ * to do) stayed the same over that time is asked for a stall report, with
+ * its port's counter deltas; the next one no sooner than 30 s later (or the
+ * knob's time). A report its comm does not take within 1 s is logged here
+ * from the sink's ident.
+ */
+void nv_hca_sink_sweep_at(struct nv_hca *hca, uint64_t now, int dump);
+
+/* What a comm takes from its sink when NV_SINK_REPORT is set. */
+struct nv_sink_report {
+	uint64_t stall_ms;	/* NV_REPORT_STALL: time without progress */
+	uint64_t since_ms;	/* time since the progress count last moved (0: unknown) */
+	char cnt[512];		/* NV_REPORT_STALL: the port's counter deltas */
+};
+/* Takes and clears the sink's pending report; returns its NV_REPORT_* bits (0: none). */
+int nv_sink_take_report(struct nv_async_sink *sink, struct nv_sink_report *r);
+/* Sets what reports name the comm by and the port whose counters they carry. */
+void nv_sink_set_ident(struct nv_async_sink *sink, int port, const char *ident);
+/* A state dump of every watched comm, as on NCCL_VERBS_DUMP_SIGNAL (tests, tools). */
+void nv_event_dump_request(void);
+/* Installs the NCCL_VERBS_DUMP_SIGNAL handler once (nothing when the knob is 0). */
+void nv_event_dump_signal_setup(void);
 
 #endif /* NV_EVENT_H */

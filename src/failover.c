@@ -541,6 +541,7 @@ static nv_status_t nv_fo_hold_start(struct nv_comm *c)
 	f->revive = 0;
 	f->sent_dead = f->dead_local;
 	f->epoch++;
+	c->st.failovers++;
 	f->in_off = 0;
 	f->state_in = 0;
 	f->errored = f->initiator = f->peer_spoke = 0;
@@ -640,6 +641,7 @@ static nv_status_t nv_fo_apply(struct nv_comm *c)
 	f->revive = 0;
 	f->sent_dead = f->dead_local;
 	f->epoch++;
+	c->st.failovers++;
 	if (c->type == NV_COMM_RECV && nv_fo_receiver_repost(c) != NV_OK)
 		return c->error;
 	f->in_off = 0;

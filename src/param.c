@@ -155,6 +155,17 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 	INT_ROW(NV_PARAM_VERBS_EAGER_MAX, "NCCL_VERBS_EAGER_MAX", 4096, 0, 65536,
 		"eager path: messages up to this many bytes go without waiting for the clear-"
 		"to-send (one-device one-QP comms, both peers on); 0: off"),
+	INT_ROW(NV_PARAM_VERBS_STALL_MS, "NCCL_VERBS_STALL_MS", 10000, 0, 3600000,
+		"ms a comm may wait without progress before one WARN says which side waits for "
+		"what (then a summary at most every 30 s); 10 s: past one ACK timeout at "
+		"NCCL_IB_TIMEOUT=20 (4.3 s), well before the NIC gives up (8 of them, 34 s) "
+		"and before job watchdogs (minutes); 0: off"),
+	INT_ROW(NV_PARAM_VERBS_DUMP_SIGNAL, "NCCL_VERBS_DUMP_SIGNAL", 0, 0, 64,
+		"signal number (e.g. 10 = SIGUSR1) on which every open comm logs its state in "
+		"one line; 0: none"),
+	STR_ROW(NV_PARAM_VERBS_DUMP_FILE, "NCCL_VERBS_DUMP_FILE", NULL, NULL,
+		"path checked every 100 ms: when it appears or is touched, every open comm logs "
+		"its state in one line (unset: none)"),
 };
 
 struct nv_param_val {

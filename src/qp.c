@@ -761,6 +761,7 @@ void nv_send_comm_ready(struct nv_send_comm *sc)
 	nv_eager_send_setup(sc);
 	sc->base.last_alive_ns = nv_now_ns();
 	nv_sock_keepalive(sc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
+	nv_comm_set_ident(&sc->base);
 	nv_hca_sink_watch(sc->base.dev[0].hca, &sc->base.sink, sc->base.fd);
 }
 
@@ -773,6 +774,7 @@ void nv_recv_comm_ready(struct nv_recv_comm *rc)
 	memset(&rc->recv_wr, 0, sizeof(rc->recv_wr));
 	rc->base.last_alive_ns = nv_now_ns();
 	nv_sock_keepalive(rc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
+	nv_comm_set_ident(&rc->base);
 	nv_hca_sink_watch(rc->base.dev[0].hca, &rc->base.sink, rc->base.fd);
 }
 
@@ -787,6 +789,8 @@ static nv_status_t nv_comm_close(void *comm, int type, const char *fn)
 		NV_WARN("%s: %p is not the right kind of comm", fn, comm);
 		return NV_ERR_INTERNAL;
 	}
+	if (nv_comm_outstanding(c))
+		nv_comm_dump(c, 0, "closed with requests outstanding");
 	st = nv_comm_destroy(c); /* requests still outstanding die with the QPs */
 	c->type = 0;
 	free(c);

@@ -333,7 +333,7 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 	if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != s->head + 1) {
 		if (s->eager.max && size <= s->eager.max && nv_eager_may_send(s))
 			return nv_eager_isend(s, data, size, tag, mhandle, phandle, request);
-		return nv_comm_idle(c, NULL);
+		return nv_send_wait(c, s->head, size, tag);
 	}
 	s->eager.cts_seq = s->head; /* its grant, if eager needs one later (comm.h) */
 	if (nv_likely(c->nq == 1 && size && size <= s->wr_bytes && /* one write carries it */
