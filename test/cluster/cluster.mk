@@ -14,9 +14,6 @@ CLUSTER_TESTS = \
 	test/cluster/cl-eager.sh \
 	test/cluster/cl-flap.sh
 TESTS += $(CLUSTER_TESTS)
-# The ring and the link-down run once more with the eager path off (test/e2e/eager0.sh).
-CLUSTER_EAGER0_TESTS = test/cluster/eager0/cl-ring.sh.eager0 test/cluster/eager0/cl-linkdown.sh.eager0
-TESTS += $(CLUSTER_EAGER0_TESTS)
-EXTRA_DIST += $(CLUSTER_EAGER0_TESTS)
+# The ring and the link-down run once more with the eager path off: test/reruns.mk.
 dist_check_SCRIPTS += $(CLUSTER_TESTS) test/cluster/sim-cluster test/cluster/sim-cluster-rsh
 EXTRA_DIST += test/cluster/cl-common.sh

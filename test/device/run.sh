@@ -156,7 +156,7 @@ while read -r name mode reason; do
 		continue
 	fi
 	case $name in
-	*.eager0) cmd=(sh "$src/test/e2e/eager0.sh" "$src/$name") ;;
+	*.eager0) cmd=(sh "$src/test/e2e/eager0.sh" "$name") ;;
 	*) if [ -x "$build/$name" ]; then cmd=("$build/$name")
 	   elif [ -x "$src/$name" ]; then cmd=("$src/$name")
 	   else cmd=(); fi ;;

@@ -57,16 +57,4 @@ E2E_TESTS = test/e2e/e2e_loopback test/e2e/e2e_versions test/e2e/e2e_handshake \
 	test/e2e/e2e_kill test/e2e/e2e_multi test/e2e/e2e_errors test/e2e/e2e_gpu \
 	test/e2e/e2e_vnic test/e2e/e2e_cq test/e2e/e2e_eager test/e2e/e2e_sources
 TESTS += $(E2E_TESTS)
-
-# The data-path tests once more with the eager path off (NCCL_VERBS_EAGER_MAX=0):
-# test/e2e/eager0.sh runs test/<dir>/<name> for test/<dir>/eager0/<name>.eager0
-# (the fault, cluster and GPU ones are listed in their own fragments). Only tests
-# that move data over one-device one-QP comms, where eager applies: e2e_multi and
-# e2e_vnic have none (several QPs or devices), e2e_eager needs eager on.
-# The extension is listed in TEST_EXTENSIONS (test/fault/fault.mk).
-E2E_EAGER0_TESTS = test/e2e/eager0/e2e_loopback.eager0 test/e2e/eager0/e2e_cq.eager0 \
-	test/e2e/eager0/e2e_errors.eager0 test/e2e/eager0/e2e_versions.eager0 \
-	test/e2e/eager0/e2e_kill.eager0 test/e2e/eager0/e2e_gpu.eager0
-TESTS += $(E2E_EAGER0_TESTS)
-EAGER0_LOG_COMPILER = $(SHELL) $(abs_top_srcdir)/test/e2e/eager0.sh
-EXTRA_DIST += test/e2e/eager0.sh $(E2E_EAGER0_TESTS)
+# Reruns with the eager path off: test/reruns.mk.

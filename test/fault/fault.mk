@@ -131,16 +131,7 @@ test_fault_fault_soak_qps_SOURCES = test/fault/fault_soak.c
 test_fault_fault_soak_qps_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_soak_qps_LDADD = $(FAULT_LDADD)
 
-# The fault tests that move data over one-device one-QP comms once more with the
-# eager path off (test/e2e/eager0.sh, test/e2e/e2e.mk); fault_storm, _abandon,
-# _misroute, _probe, _rules and _config move none, fault_failover and
-# fault_soak_qps use several devices or QPs (no eager there).
-FAULT_EAGER0_TESTS = test/fault/eager0/fault_qp.eager0 test/fault/eager0/fault_kill.eager0 \
-	test/fault/eager0/fault_cycles.eager0 test/fault/eager0/fault_soak.eager0 \
-	test/fault/eager0/fault_threads.eager0 test/fault/eager0/fault_cq.eager0 \
-	test/fault/eager0/fault_handshake.eager0 test/fault/eager0/fault_memlock.eager0
-TESTS += $(FAULT_EAGER0_TESTS)
-EXTRA_DIST += $(FAULT_EAGER0_TESTS)
+# Reruns with the eager path off: test/reruns.mk.
 
 # A known bug found by these tests (fault_config, fault_qp, fault_kill) has its
 # case run, while it is open, in a copy of the program named *_xfail listed in
@@ -187,7 +178,7 @@ FAULT_VALGRIND_TESTS = test/e2e/e2e_loopback test/e2e/e2e_handshake test/e2e/e2e
 # The pass runs under names of its own, test/valgrind/<dir>/<test>.vg (a file
 # holding the program's path, read by valgrind.sh), so that its .log and .trs
 # files (test/valgrind/...) never overwrite those of `make check`.
-TEST_EXTENSIONS = .test .vg .eager0	# .eager0: test/e2e/e2e.mk
+TEST_EXTENSIONS = .test .vg .eager0	# .eager0: test/reruns.mk
 VG_LOG_COMPILER = $(SHELL) $(abs_top_srcdir)/test/fault/valgrind.sh
 FAULT_VALGRIND_VG = $(FAULT_VALGRIND_TESTS:test/%=test/valgrind/%.vg)
 check-valgrind:

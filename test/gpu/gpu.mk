@@ -35,8 +35,6 @@ dist_check_SCRIPTS += test/gpu/gpu_check_nogpu.sh test/gpu/nccl_logcheck.sh
 EXTRA_DIST += test/gpu/nccl-allreduce.c scripts/gpu-check.sh
 if HAVE_CUDA
 TESTS += test/gpu/e2e_gpu_fake.sh
-# once more with the eager path off (test/e2e/eager0.sh): GPU buffers take the CTS path
-TESTS += test/gpu/eager0/e2e_gpu_fake.sh.eager0
+# once more with the eager path off: test/reruns.mk
 endif
-EXTRA_DIST += test/gpu/eager0/e2e_gpu_fake.sh.eager0
 dist_check_SCRIPTS += test/gpu/e2e_gpu_fake.sh
