@@ -103,7 +103,7 @@ struct nv_async_sink {
 };
 /* A clock the event threads advance every sweep (ns, 0 until one runs); the data
  * path reads it to stamp requests, for their age in stall reports and dumps. */
-extern _Atomic uint64_t nv_coarse_ns;
+extern _Atomic uint64_t nv_coarse_ns __attribute__((visibility("hidden")));
 /* How often a waiting comm's peer is checked (and the fallback's interval). */
 #define NV_LIVENESS_NS 100000000ull
 
