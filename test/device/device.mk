@@ -9,4 +9,6 @@ TESTS += test/device/selftest.sh
 
 print-tests:
 	@echo $(TESTS)
-.PHONY: print-tests
+print-cuda-build-tests:
+	@echo $(CUDA_BUILD_TESTS)
+.PHONY: print-tests print-cuda-build-tests

@@ -26,7 +26,10 @@ env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$build" print-tests | tr ' '
 [ -s "$tmp/make-tests" ] || { echo "selftest: make print-tests printed nothing"; exit 99; }
 awk '!/^#/ && NF { print $1 }' "$list" | sort >"$tmp/list-tests"
 missing=$(comm -23 "$tmp/make-tests" "$tmp/list-tests")
-extra=$(comm -13 "$tmp/make-tests" "$tmp/list-tests")
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$build" print-cuda-build-tests | tr ' ' '\n' |
+	sed '/^$/d' | sort >"$tmp/cuda-tests" || { echo "selftest: make print-cuda-build-tests failed"; exit 99; }
+# a test built only with CUDA's headers may be listed in a build without them
+extra=$(comm -13 "$tmp/make-tests" "$tmp/list-tests" | comm -23 - "$tmp/cuda-tests")
 dups=$(uniq -d "$tmp/list-tests")
 [ -z "$missing" ] || fail "tests of make check missing from tests.list (add each with its mode):" $missing
 [ -z "$extra" ] || fail "tests.list names tests make check does not have:" $extra

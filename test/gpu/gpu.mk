@@ -28,11 +28,13 @@ test/gpu/fake/cudart.map: Makefile
 CLEANFILES += test/gpu/fake/cudart.map
 TESTS += test/gpu/nccl_fake.sh
 endif
+CUDA_BUILD_TESTS += test/gpu/nccl_fake.sh
 dist_check_SCRIPTS += test/gpu/nccl_fake.sh
 EXTRA_DIST += test/gpu/fake_nccl.c test/gpu/fake_cudart.c
 TESTS += test/gpu/gpu_check_nogpu.sh test/gpu/nccl_logcheck.sh
 dist_check_SCRIPTS += test/gpu/gpu_check_nogpu.sh test/gpu/nccl_logcheck.sh
 EXTRA_DIST += test/gpu/nccl-allreduce.c scripts/gpu-check.sh
+CUDA_BUILD_TESTS += test/gpu/e2e_gpu_fake.sh test/gpu/e2e_gpu_fake.sh-eager-off.eager0
 if HAVE_CUDA
 TESTS += test/gpu/e2e_gpu_fake.sh
 # once more with the eager path off: test/reruns.mk

@@ -139,4 +139,5 @@ test_simverbs_tests_sv_gpu_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 test_simverbs_tests_sv_gpu_LDADD = $(SV_TEST_LDADD)
 EXTRA_test_simverbs_tests_sv_gpu_DEPENDENCIES = test/simverbs/tests/fakecuda/libcuda.la
 endif
+CUDA_BUILD_TESTS += test/simverbs/tests/sv_gpu
 EXTRA_DIST += test/simverbs/tests/fakecuda.c test/simverbs/tests/sv_gpu.c
