@@ -4,10 +4,12 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hwcnt.h"
 #include "os.h"
@@ -65,17 +67,24 @@ int nv_hwcnt_is_loss(int id)
 	return id >= 0 && id < NV_HWCNT_COUNT && nv_hwcnt_table[id].loss;
 }
 
-/* One decimal counter file; 0 and *v set, or -1 (absent or not a number). */
+/* One decimal counter file; 0 and *v set, or -1 (absent or not a number).
+ * Read with open/read, never stdio: the HCA's event thread calls this, and a
+ * FILE's malloc there made glibc map a new arena for that thread (memory and
+ * mappings the process never gets back; fault_cycles counts them). */
 static int nv_hwcnt_file(const char *path, uint64_t *v)
 {
 	char buf[64], *end;
-	FILE *f = fopen(path, "re");
-	size_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
 
-	if (!f)
+	if (fd < 0)
 		return -1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
+	do
+		n = read(fd, buf, sizeof(buf) - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n < 0)
+		return -1;
 	buf[n] = '\0';
 	errno = 0;
 	*v = strtoull(buf, &end, 10);
