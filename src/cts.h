@@ -64,6 +64,25 @@ static inline uint32_t nv_cts_grant_read(const struct nv_cts_entry *e, uint64_t 
 	return __atomic_load_n(&e->eager.grant, __ATOMIC_RELAXED);
 }
 
+/*
+ * The sender's checks of the eager credit the receiver writes (eager.h): 1
+ * when it is a protocol violation. The receiver never grants past its free
+ * ring entries, which are at most NV_CTS_GRANT_MAX past any message the
+ * sender has not sent (head: the sender's next sequence).
+ *  - the credit word (struct nv_send_ctrl.eager_grant): sequences below grant;
+ *  - a clear-to-send's grant: off past its slot sequence seq (its flag - 1),
+ *    checked without forming seq + off, which a hostile flag could wrap.
+ */
+static inline int nv_eager_word_bad(uint64_t grant, uint64_t head)
+{
+	return grant > head + NV_CTS_GRANT_MAX;
+}
+
+static inline int nv_cts_grant_bad(uint64_t seq, uint32_t off, uint64_t head)
+{
+	return off > NV_CTS_GRANT_MAX || seq > head + NV_CTS_GRANT_MAX - off;
+}
+
 /* One arrived entry of a slot of n: 1 when it is unusable (see nv_cts_slot_check). */
 static inline int nv_cts_entry_bad(const struct nv_cts_entry *x, uint32_t n, int rdevs)
 {

@@ -73,7 +73,7 @@ static __attribute__((noinline)) nv_status_t nv_eager_cts_credit(struct nv_send_
 	s->eager.cts_took = s->eager.cts_seq; /* once per CTS: an idle isend stays cheap */
 	seq = flag - 1;
 	grant = seq + off;
-	if (off > NV_CTS_GRANT_MAX || grant > s->head + NV_EAGER_SLOTS)
+	if (nv_cts_grant_bad(seq, off, s->head))
 		return nv_eager_cts_grant_bad(s, seq, off);
 	if (grant > s->eager.grant)
 		s->eager.grant = grant;
@@ -98,7 +98,7 @@ nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int 
 	/* the grant only grows; the receiver never grants past its free entries,
 	 * which are at most NV_EAGER_SLOTS past any message we have not sent */
 	if (nv_unlikely(grant > E->grant)) {
-		if (grant > s->head + NV_EAGER_SLOTS)
+		if (nv_eager_word_bad(grant, s->head))
 			return nv_eager_grant_bad(s, grant);
 		E->grant = grant;
 	}

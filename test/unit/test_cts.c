@@ -1,7 +1,8 @@
 /*
  * test_cts - validators for what a peer RDMA-writes into our memory: the
  * clear-to-send slot (not yet written, partially written, valid, hostile)
- * and the grouped-receive size records.
+ * the grouped-receive size records and the eager credit (the credit word and
+ * the grant a clear-to-send carries).
  */
 #include "config.h"
 
@@ -92,9 +93,24 @@ static void test_records(void)
 	CHECK(nv_records_check(rec, cap, 3, why, sizeof(why)) == 0);
 }
 
+static void test_credit(void)
+{
+	/* the credit word: up to NV_CTS_GRANT_MAX past the sender's next message */
+	CHECK(!nv_eager_word_bad(0, 0) && !nv_eager_word_bad(32, 0) && nv_eager_word_bad(33, 0));
+	CHECK(!nv_eager_word_bad(1032, 1000) && nv_eager_word_bad(UINT64_MAX, 1000));
+	/* a CTS grant: its slot sequence + its offset, the same bound */
+	CHECK(!nv_cts_grant_bad(10, 32, 10) && nv_cts_grant_bad(10, 33, 10));
+	CHECK(!nv_cts_grant_bad(40, 2, 10) && nv_cts_grant_bad(41, 2, 10));
+	CHECK(!nv_cts_grant_bad(0, 1, 0) && nv_cts_grant_bad(0, UINT32_MAX, 0));
+	/* a hostile flag whose sequence + offset wraps past 2^64: refused, not a small grant */
+	CHECK(nv_cts_grant_bad(UINT64_MAX - 10, 20, 0));
+	CHECK(nv_cts_grant_bad(UINT64_MAX - 1, 32, 5));
+}
+
 int main(void)
 {
 	test_slot();
 	test_records();
+	test_credit();
 	return nvt_exit("test_cts");
 }
