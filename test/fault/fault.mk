@@ -145,9 +145,9 @@ EXTRA_DIST += test/fault/soak.sh test/fault/valgrind.sh test/fault/valgrind.supp
 	test/fault/fuzz/fuzz_seeds.c $(FAULT_FUZZ_TARGETS:%=test/fault/fuzz/fuzz_%.c) \
 	test/fault/corpus
 
-# ---- fuzzing: libFuzzer targets of every network decoder (src/wire.c) -----------
+# ---- fuzzing: libFuzzer targets of every network decoder (src/wire.c, cts.c, fo_msg.c) --
 # Short pass here; the long run is `test/fault/fuzz.sh --runs 1000000`.
-FAULT_FUZZ_TARGETS = handle hdr hello status meta stream cts records
+FAULT_FUZZ_TARGETS = handle hdr hello status meta stream cts records eager credit fo
 check-fuzz:
 	@NV_TOP_SRCDIR="$(abs_top_srcdir)" NV_TOP_BUILDDIR="$(abs_top_builddir)" \
 	  $(SHELL) $(srcdir)/test/fault/fuzz.sh --runs $${FUZZ_RUNS:-20000}; rc=$$?; \

@@ -7,8 +7,9 @@
 # --runs N      executions per target (default 20000: the short pass of check-extra)
 # --time S      instead, run each target for S seconds
 # --seeds       (re)generate the seed corpus in the source tree first
-# targets       handle hdr hello status meta stream cts records (default: all whose
-#               decoder source exists: cts/records need src/cts.c)
+# targets       handle hdr hello status meta stream cts records eager credit fo
+#               (default: all whose decoder source exists: cts, records, eager
+#               and credit need src/cts.c, fo src/fo_msg.c)
 # Environment: NV_TOP_SRCDIR, NV_TOP_BUILDDIR (default: this checkout and ./build),
 # CLANG (default clang). Exit 77 when clang cannot link -fsanitize=fuzzer.
 # New inputs go to a scratch corpus under the build dir; the committed seed
@@ -33,7 +34,8 @@ while [ $# -gt 0 ]; do
 done
 if [ ${#targets[@]} -eq 0 ]; then
 	targets=(handle hdr hello status meta stream)
-	[ -f "$src/src/cts.c" ] && targets+=(cts records)
+	[ -f "$src/src/cts.c" ] && targets+=(cts records eager credit)
+	[ -f "$src/src/fo_msg.c" ] && targets+=(fo)
 fi
 
 out=$build/test/fault/fuzz-out
@@ -54,15 +56,20 @@ cflags=(-g -O1 -std=gnu11 -Wall -Wextra -Werror -I"$src/include" -I"$src/src" -I
 
 if [ $seeds = 1 ]; then
 	"$cc" -std=gnu11 -Wall -Wextra -Werror -I"$src/include" -I"$src/src" -I"$build" \
-		"$src/src/wire.c" "$src/test/fault/fuzz/fuzz_seeds.c" -o "$bin/fuzz_seeds" || exit 1
+		"$src/src/wire.c" "$src/src/fo_msg.c" "$src/test/fault/fuzz/fuzz_seeds.c" \
+		-o "$bin/fuzz_seeds" || exit 1
 	mkdir -p "$src/test/fault/corpus" && "$bin/fuzz_seeds" "$src/test/fault/corpus" || exit 1
 fi
 
 status=0
 for t in "${targets[@]}"; do
 	exe=$bin/fuzz_$t
-	case $t in cts|records) dec=$src/src/cts.c ;; *) dec=$src/src/wire.c ;; esac
-	"$cc" "${cflags[@]}" "$dec" "$src/test/fault/fuzz/fuzz_$t.c" -o "$exe" || exit 1
+	case $t in
+	cts|records|eager|credit) dec=("$src/src/cts.c") ;;
+	fo) dec=("$src/src/fo_msg.c" "$src/src/cts.c") ;;
+	*) dec=("$src/src/wire.c") ;;
+	esac
+	"$cc" "${cflags[@]}" "${dec[@]}" "$src/test/fault/fuzz/fuzz_$t.c" -o "$exe" || exit 1
 	mkdir -p "$out/$t/corpus"
 	if [ -n "$time" ]; then limit=(-max_total_time="$time"); else limit=(-runs="$runs"); fi
 	start=$(date +%s)

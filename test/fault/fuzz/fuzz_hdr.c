@@ -15,7 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	FUZZ_ASSERT(m.type == NV_MSG_HELLO || m.type == NV_MSG_META || m.type == NV_MSG_STATUS);
-	FUZZ_ASSERT(m.len == nv_wire_payload_size(m.type) && m.len > 0);
+	FUZZ_ASSERT(m.version >= NV_WIRE_VERSION_MIN && m.version <= NV_WIRE_VERSION);
+	FUZZ_ASSERT(m.len == nv_wire_payload_size_v(m.type, m.version) && m.len > 0);
 	nv_wire_hdr_encode(&m, out);
 	FUZZ_ASSERT(memcmp(out, data, NV_WIRE_HDR_SIZE) == 0);
 	return 0;

@@ -1,4 +1,8 @@
-/* libFuzzer target: nv_wire_meta_decode (QPNs, LIDs, GIDs, rkeys, control region). */
+/*
+ * libFuzzer target: nv_wire_meta_decode (QPNs, LIDs, GIDs, rkeys, control
+ * region; in version 4 a receiver's eager ring). Accepted metadata must
+ * re-encode to exactly the bytes given, in the layout its length selects.
+ */
 #include "config.h"
 
 #include "fuzz_common.h"
@@ -25,11 +29,24 @@ static void check_meta(const struct nv_meta *m)
 		FUZZ_ASSERT(m->qp[i].qpn != 0 && m->qp[i].qpn <= 0xffffff);
 		FUZZ_ASSERT(m->qp[i].dev < m->ndevs);
 	}
+	if (m->version < 4) {
+		FUZZ_ASSERT(m->version == 3 && !m->eager.ring_addr && !m->eager.max);
+		return;
+	}
+	/* the eager ring: a one-device one-QP receiver's, of the fixed geometry, not wrapping */
+	FUZZ_ASSERT(m->version == 4 && m->role == NV_META_ROLE_RECV && m->ndevs == 1 &&
+		    m->nqps == 1);
+	FUZZ_ASSERT(m->eager.max >= 1 && m->eager.max <= NV_EAGER_LIMIT);
+	FUZZ_ASSERT(m->eager.entry == NV_EAGER_ENTRY(m->eager.max) &&
+		    m->eager.slots == NV_EAGER_SLOTS);
+	FUZZ_ASSERT(m->eager.ring_addr && !(m->eager.ring_addr & 63) && m->eager.ring_rkey);
+	FUZZ_ASSERT(m->eager.ring_addr + (uint64_t)m->eager.slots * m->eager.entry >
+		    m->eager.ring_addr);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static uint8_t out[NV_WIRE_META_SIZE];
+	static uint8_t out[NV_WIRE_META_SIZE_V4];
 	static struct nv_meta m;
 	char why[NV_WIRE_WHY_LEN];
 
@@ -40,6 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	check_meta(&m);
 	nv_wire_meta_encode(&m, out);
-	FUZZ_ASSERT(memcmp(out, data, NV_WIRE_META_SIZE) == 0);
+	FUZZ_ASSERT(size == nv_wire_payload_size_v(NV_MSG_META, m.version));
+	FUZZ_ASSERT(memcmp(out, data, size) == 0);
 	return 0;
 }

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "cts.h"
+#include "fo_msg.h"
 #include "wire.h"
 
 static const char *root;
@@ -74,14 +75,111 @@ static void meta_example(struct nv_meta *m, int role, int ll, int ndevs, int nqp
 	}
 }
 
+/* A receiver's version-4 META with its eager ring (one device, one QP). */
+static void meta_eager_example(struct nv_meta *m, uint32_t max)
+{
+	meta_example(m, NV_META_ROLE_RECV, NV_WIRE_LL_IB, 1, 1);
+	m->version = 4;
+	m->eager.ring_addr = 0x7f2000000000ull;
+	m->eager.ring_rkey = 0x2200;
+	m->eager.max = max;
+	m->eager.entry = NV_EAGER_ENTRY(max);
+	m->eager.slots = NV_EAGER_SLOTS;
+}
+
+/* The eager path's seeds: ring trailers and credit (eager.h). */
+static void eager_seeds(void)
+{
+	struct nv_eager_trailer t = { .size = 100, .tag = 7, .seq = 42 };
+	uint8_t b[12 + sizeof(struct nv_cts_entry)];
+	struct nv_cts_entry e;
+	uint64_t seq = 41, head = 1000, word = 1020;
+	uint32_t max = 8191; /* as 1 + value % NV_EAGER_LIMIT: 8192 */
+
+	/* trailer: expected sequence, eager limit, trailer */
+	memcpy(b, &seq, 8);
+	memcpy(b + 8, &max, 4);
+	memcpy(b + 12, &t, sizeof(t));
+	put("eager", "seed-arrived", b, 12 + sizeof(t));
+	t.size = 9000;
+	memcpy(b + 12, &t, sizeof(t));
+	put("eager", "seed-too-big", b, 12 + sizeof(t));
+	t.seq = 10;
+	memcpy(b + 12, &t, sizeof(t));
+	put("eager", "seed-older", b, 12 + sizeof(t));
+
+	/* credit: head, grant now, credit word, CTS entry 0 with its grant */
+	memset(&e, 0, sizeof(e));
+	e.addr = 0x7f0000100000ull;
+	e.size = 4096;
+	e.rkey[0] = 0x1234;
+	e.eager.grant = 20;
+	e.tag = 3;
+	e.nreqs = 1;
+	e.seq = 1005 + 1;
+	{
+		uint8_t c[17 + sizeof(e)];
+
+		memcpy(c, &head, 8);
+		c[8] = 2 * NV_CTS_GRANT_MAX;
+		memcpy(c + 9, &word, 8);
+		memcpy(c + 17, &e, sizeof(e));
+		put("credit", "seed-word-and-cts", c, sizeof(c));
+		word = 0;
+		memcpy(c + 9, &word, 8);
+		put("credit", "seed-cts", c, sizeof(c));
+	}
+}
+
+/* A failover round: a receiver's STATE with its open receives, and READY (fo_msg.h). */
+static void fo_seeds(void)
+{
+	static uint8_t b[1 + NV_FO_HDR_SIZE + NV_FO_PAYLOAD_MAX];
+	struct nv_cts_entry e[2];
+	struct nv_fo_hdr h = { .type = NV_FO_MSG_STATE, .epoch = 1, .dead = 1, .head = 52 };
+	uint32_t len = 0;
+	int i;
+
+	b[0] = 1; /* the receiver has 2 devices */
+	memset(e, 0, sizeof(e));
+	for (i = 0; i < 2; i++) {
+		e[i].addr = 0x7f0000200000ull + (uint64_t)i * 0x10000;
+		e[i].size = 65536;
+		e[i].rkey[0] = 0x100 + (uint32_t)i;
+		e[i].rkey[1] = 0x200 + (uint32_t)i;
+		e[i].tag = (uint32_t)i;
+		e[i].nreqs = 2;
+		e[i].seq = 50 + 1;
+	}
+	nv_fo_rec_encode(b + 1 + NV_FO_HDR_SIZE, &len, 50, 2, e);
+	e[0].nreqs = 1;
+	e[0].seq = 51 + 1;
+	nv_fo_rec_encode(b + 1 + NV_FO_HDR_SIZE, &len, 51, 1, e);
+	h.nrec = 2;
+	h.len = len;
+	nv_fo_hdr_encode(&h, b + 1);
+	put("fo", "seed-state", b, 1 + NV_FO_HDR_SIZE + len);
+	memset(&h, 0, sizeof(h));
+	h.type = NV_FO_MSG_STATE;
+	h.suspect = 2;
+	h.epoch = 3;
+	h.head = 7;
+	nv_fo_hdr_encode(&h, b + 1);
+	put("fo", "seed-state-sender", b, 1 + NV_FO_HDR_SIZE);
+	h.type = NV_FO_MSG_READY;
+	h.suspect = 0;
+	nv_fo_hdr_encode(&h, b + 1);
+	put("fo", "seed-ready", b, 1 + NV_FO_HDR_SIZE);
+}
+
 int main(int argc, char **argv)
 {
-	static uint8_t meta_buf[NV_WIRE_META_SIZE];
-	static uint8_t stream[3 * NV_WIRE_HDR_SIZE + NV_WIRE_HELLO_SIZE + NV_WIRE_META_SIZE +
+	static uint8_t meta_buf[NV_WIRE_META_SIZE_V4];
+	static uint8_t stream[3 * NV_WIRE_HDR_SIZE + NV_WIRE_HELLO_SIZE + NV_WIRE_META_SIZE_V4 +
 			      NV_WIRE_STATUS_SIZE];
 	uint8_t buf[128];
 	struct nv_handle h;
-	struct nv_msg_hdr m;
+	struct nv_msg_hdr m = { 0 };
 	struct nv_hello hello;
 	struct nv_meta meta;
 	size_t off;
@@ -120,6 +218,12 @@ int main(int argc, char **argv)
 		snprintf(name, sizeof(name), "seed-type%d", i);
 		put("hdr", name, buf, NV_WIRE_HDR_SIZE);
 	}
+	m.type = NV_MSG_META; /* a receiver's META with its eager ring */
+	m.version = 4;
+	m.len = NV_WIRE_META_SIZE_V4;
+	nv_wire_hdr_encode(&m, buf);
+	put("hdr", "seed-type2-v4", buf, NV_WIRE_HDR_SIZE);
+	m.version = 0;
 
 	memcpy(hello.secret, h.secret, sizeof(hello.secret));
 	hello.conn_id = 0x5566778899aabbccull;
@@ -136,13 +240,16 @@ int main(int argc, char **argv)
 
 	meta_example(&meta, NV_META_ROLE_SEND, NV_WIRE_LL_IB, 1, 1);
 	nv_wire_meta_encode(&meta, meta_buf);
-	put("meta", "seed-ib-1", meta_buf, sizeof(meta_buf));
+	put("meta", "seed-ib-1", meta_buf, NV_WIRE_META_SIZE);
 	meta_example(&meta, NV_META_ROLE_RECV, NV_WIRE_LL_ETH, 2, 4);
 	nv_wire_meta_encode(&meta, meta_buf);
-	put("meta", "seed-roce-2x4", meta_buf, sizeof(meta_buf));
+	put("meta", "seed-roce-2x4", meta_buf, NV_WIRE_META_SIZE);
 	meta_example(&meta, NV_META_ROLE_SEND, NV_WIRE_LL_IB, 8, 128);
 	nv_wire_meta_encode(&meta, meta_buf);
-	put("meta", "seed-ib-8x128", meta_buf, sizeof(meta_buf));
+	put("meta", "seed-ib-8x128", meta_buf, NV_WIRE_META_SIZE);
+	meta_eager_example(&meta, 8192);
+	nv_wire_meta_encode(&meta, meta_buf);
+	put("meta", "seed-recv-eager", meta_buf, NV_WIRE_META_SIZE_V4);
 
 	/* A connector's first flight (hello + meta), then a status. */
 	off = 0;
@@ -163,6 +270,23 @@ int main(int argc, char **argv)
 	nv_wire_status_encode(NV_WST_PROBE_FAILED, stream + off + NV_WIRE_HDR_SIZE);
 	off += NV_WIRE_HDR_SIZE + NV_WIRE_STATUS_SIZE;
 	put("stream", "seed-connector", stream, off);
+
+	/* A listener's answer to an eager sender: its version-4 META, then a status. */
+	off = 0;
+	meta_eager_example(&meta, 4096);
+	m.type = NV_MSG_META;
+	m.version = 4;
+	m.len = NV_WIRE_META_SIZE_V4;
+	nv_wire_hdr_encode(&m, stream + off);
+	nv_wire_meta_encode(&meta, stream + off + NV_WIRE_HDR_SIZE);
+	off += NV_WIRE_HDR_SIZE + NV_WIRE_META_SIZE_V4;
+	m.type = NV_MSG_STATUS;
+	m.version = 0;
+	m.len = NV_WIRE_STATUS_SIZE;
+	nv_wire_hdr_encode(&m, stream + off);
+	nv_wire_status_encode(0, stream + off + NV_WIRE_HDR_SIZE);
+	off += NV_WIRE_HDR_SIZE + NV_WIRE_STATUS_SIZE;
+	put("stream", "seed-listener-eager", stream, off);
 
 	/* A ready slot of 3 grouped receives (seq 41 -> entries carry 42), 2 devices. */
 	{
@@ -197,5 +321,7 @@ int main(int argc, char **argv)
 			put("records", "seed-3", rb, sizeof(rb));
 		}
 	}
+	eager_seeds();
+	fo_seeds();
 	return 0;
 }

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			return 0;
 		off += NV_WIRE_HDR_SIZE;
 		/* A reader takes exactly hdr.len bytes, whatever arrived. */
-		FUZZ_ASSERT(hdr.len <= NV_WIRE_META_SIZE);
+		FUZZ_ASSERT(hdr.len <= NV_WIRE_META_SIZE_V4);
 		if (size - off < hdr.len)
 			return 0;
 		switch (hdr.type) {
