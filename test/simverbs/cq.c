@@ -120,12 +120,14 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *ibctx, int cqe, void *cq_contex
 		errno = EINVAL;
 		return NULL;
 	}
-	if (ctx->dev->nobjs[SV_K_CQ] >= ctx->dev->lim.max_cq) {
-		errno = ENOMEM;
+	rc = sv_dev_take(ctx->dev, SV_K_CQ, ctx->dev->lim.max_cq);
+	if (rc) {
+		errno = rc;
 		return NULL;
 	}
 	cq = calloc(1, sizeof(*cq));
 	if (!cq) {
+		sv_dev_give(ctx->dev, SV_K_CQ);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -157,6 +159,7 @@ err_slot:
 	sv_cq_slot_free(cq);
 err_free:
 	free(cq);
+	sv_dev_give(ctx->dev, SV_K_CQ);
 	errno = rc;
 	return NULL;
 }

@@ -9,13 +9,17 @@
 
 #include <stdint.h>
 
-/* Shared-memory table sizes (hard upper bounds for the whole fabric). */
+/* Shared-memory table sizes: what the simulation can hold in all, not a
+ * device limit (a real fabric has none across devices). Each is at least the
+ * matching per-device default below, so a device's own limit is what a
+ * process runs into, as on hardware. */
 enum {
 	SV_MAX_PROCS = 256,	/* processes attached at once */
 	SV_MAX_CTX = 512,	/* open device contexts, all processes */
-	SV_QP_SLOT_BITS = 12,
-	SV_MAX_QP_SLOTS = 1 << SV_QP_SLOT_BITS,	/* QPN = gen << 12 | slot */
-	SV_MAX_CQ_SLOTS = 4096,
+	SV_QP_SLOT_BITS = 16,
+	SV_MAX_QP_SLOTS = 1 << SV_QP_SLOT_BITS,	/* QPN = gen << 16 | slot (24 bits) */
+	SV_QP_GEN_MAX = (1 << (24 - SV_QP_SLOT_BITS)) - 2,	/* gen 1..254: QPN < 0xff0000 */
+	SV_MAX_CQ_SLOTS = 1 << 16,
 	SV_MAX_MR_SLOTS = 65536,	/* key = slot << 8 | tag */
 	SV_MAX_GPU_MRS = 4096,	/* GPU-memory MRs at once, all processes */
 	SV_MAX_DEVICES = 16,
@@ -30,7 +34,9 @@ enum {
 
 /* Default device limits (kernel rxe_param.h style).  Per device, config can
  * lower each of them: max_qp, max_qp_wr, max_sge, max_inline, max_cqe,
- * max_mr_size, max_mr, max_pd, max_cq. */
+ * max_mr_size, max_mr, max_pd, max_cq.  max_qp, max_cq, max_mr, max_pd and
+ * max_srq bound what ALL processes of a simulated host hold on the device,
+ * as a NIC's do (obj.c: sv_dev_take); max_qp and max_cq are rxe's. */
 struct sv_limits {
 	uint32_t max_qp;
 	uint32_t max_qp_wr;
@@ -51,7 +57,7 @@ struct sv_limits {
 };
 
 #define SV_DEFAULT_LIMITS { \
-	.max_qp = 1024, \
+	.max_qp = 65536, \
 	.max_qp_wr = 16384, \
 	.max_sge = 30, \
 	.max_inline_data = 256, \
@@ -59,7 +65,7 @@ struct sv_limits {
 	.max_mr_size = 1ull << 40, \
 	.max_mr = 16384, \
 	.max_pd = 1024, \
-	.max_cq = 2048, \
+	.max_cq = 16384, \
 	.max_qp_rd_atom = 16, \
 	.max_res_rd_atom = 16 * 1024, \
 	.max_pkeys = 1, \

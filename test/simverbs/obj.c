@@ -40,8 +40,17 @@ void sv_obj_add(struct sv_obj *o, enum sv_kind kind)
 	pthread_mutex_unlock(&sv_g.lock);
 }
 
+/* The kinds a device limit bounds (taken with sv_dev_take at creation). */
+static bool sv_dev_limited(enum sv_kind kind)
+{
+	return kind == SV_K_PD || kind == SV_K_MR || kind == SV_K_CQ || kind == SV_K_QP ||
+	       kind == SV_K_SRQ;
+}
+
 void sv_obj_del(struct sv_obj *o)
 {
+	struct sv_device *give = NULL;
+
 	pthread_mutex_lock(&sv_g.lock);
 	if (o->next) {
 		o->prev->next = o->next;
@@ -50,8 +59,73 @@ void sv_obj_del(struct sv_obj *o)
 		sv_g.nobjs[o->kind]--;
 		if (o->dev)
 			o->dev->nobjs[o->kind]--;
+		if (o->dev && sv_dev_limited(o->kind))
+			give = o->dev;
 	}
 	pthread_mutex_unlock(&sv_g.lock);
+	if (give)
+		sv_dev_give(give, o->kind);
+}
+
+/*
+ * A device limit (max_qp, max_cq, max_mr, max_pd, max_srq) counts what every
+ * process of the simulated host holds on the device, as a NIC's resource
+ * tables do; there is no limit across devices. Takes one object of kind
+ * from dev's budget for this process: ENOMEM when the host's processes hold
+ * limit already. Check and take are one step under the fabric lock, so two
+ * processes racing for the last one cannot both get it. sv_obj_del gives it
+ * back; a creation that fails after taking calls sv_dev_give.
+ */
+static uint64_t sv_dev_held(const struct sv_device *dev, enum sv_kind kind)
+{
+	const struct sv_fabric *f = sv_g.fab;
+	uint64_t held = 0;
+
+	for (int i = 0; i < SV_MAX_PROCS; i++)
+		if (atomic_load(&f->procs[i].pid) && f->dev_objs[i].host == sv_g.host)
+			held += f->dev_objs[i].n[dev->idx][kind];
+	return held;
+}
+
+int sv_dev_take(struct sv_device *dev, enum sv_kind kind, uint32_t limit)
+{
+	struct sv_fabric *f = sv_g.fab;
+	int rc = 0;
+
+	if (sv_g.proc_slot < 0 || dev->idx >= SV_MAX_DEVICES)
+		return EINVAL;
+	if (sv_lock())
+		return EIO;
+	/* at the limit, a process that died gives its objects back first (the
+	 * kernel frees a dead process's verbs objects when its fd closes) */
+	if (sv_dev_held(dev, kind) >= limit)
+		sv_reclaim_dead();
+	if (sv_dev_held(dev, kind) >= limit) {
+		rc = ENOMEM;
+	} else {
+		f->dev_objs[sv_g.proc_slot].host = sv_g.host;
+		f->dev_objs[sv_g.proc_slot].n[dev->idx][kind]++;
+	}
+	sv_unlock();
+	return rc;
+}
+
+void sv_dev_give(struct sv_device *dev, enum sv_kind kind)
+{
+	struct sv_dev_objs *d;
+
+	if (sv_g.proc_slot < 0 || dev->idx >= SV_MAX_DEVICES || sv_lock())
+		return;
+	d = &sv_g.fab->dev_objs[sv_g.proc_slot];
+	if (d->n[dev->idx][kind])
+		d->n[dev->idx][kind]--;
+	sv_unlock();
+}
+
+/* A process slot taken or freed: it holds nothing. Caller holds the fabric lock. */
+void sv_dev_objs_clear(int proc_slot)
+{
+	memset(&sv_g.fab->dev_objs[proc_slot], 0, sizeof(sv_g.fab->dev_objs[proc_slot]));
 }
 
 int sv_debug;

@@ -20,17 +20,20 @@ SV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ibctx);
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *ibctx)
 {
 	struct sv_pd *pd;
+	int rc;
 
 	if (!ibctx) {
 		errno = EINVAL;
 		return NULL;
 	}
-	if (sv_ctx(ibctx)->dev->nobjs[SV_K_PD] >= sv_ctx(ibctx)->dev->lim.max_pd) {
-		errno = ENOMEM;
+	rc = sv_dev_take(sv_ctx(ibctx)->dev, SV_K_PD, sv_ctx(ibctx)->dev->lim.max_pd);
+	if (rc) {
+		errno = rc;
 		return NULL;
 	}
 	pd = calloc(1, sizeof(*pd));
 	if (!pd) {
+		sv_dev_give(sv_ctx(ibctx)->dev, SV_K_PD);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -302,29 +305,28 @@ static struct ibv_mr *sv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
 		errno = EINVAL;
 		return NULL;
 	}
-	if (sv_ctx(ibpd->context)->dev->nobjs[SV_K_MR] >= lim->max_mr) {
-		errno = ENOMEM;
+	rc = sv_dev_take(sv_ctx(ibpd->context)->dev, SV_K_MR, lim->max_mr);
+	if (rc) {
+		errno = rc;
 		return NULL;
 	}
 	/* ib_umem_get: a range that wraps, or whose page-aligned end does, is EINVAL */
 	if ((uintptr_t)addr + len < (uintptr_t)addr ||
 	    (((uintptr_t)addr + len + pg - 1) & ~(pg - 1)) < (uintptr_t)addr + len) {
-		errno = EINVAL;
-		return NULL;
+		rc = EINVAL;
+		goto err_give;
 	}
 	gpu = sv_gpu_classify((uintptr_t)addr, len, &gmem);	/* < 0: -errno */
 	rc = gpu < 0 ? -gpu : gpu ? 0 : sv_range_accessible((uintptr_t)addr, len, writable);
 	/* host memory is faulted in as pinning does; a dma-buf is not pinned */
 	if (!rc && !gpu && !map)
 		rc = sv_prefault((uintptr_t)addr, len, writable);
-	if (rc) {
-		errno = rc;
-		return NULL;
-	}
+	if (rc)
+		goto err_give;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr) {
-		errno = ENOMEM;
-		return NULL;
+		rc = ENOMEM;
+		goto err_give;
 	}
 	mr->pd = pd;
 	mr->map = map;
@@ -352,6 +354,8 @@ err_unpin:
 	sv_unpin(mr->pinned);
 err_free:
 	free(mr);
+err_give:
+	sv_dev_give(sv_ctx(ibpd->context)->dev, SV_K_MR);
 	errno = rc;
 	return NULL;
 }

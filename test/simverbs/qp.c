@@ -93,7 +93,7 @@ static int sv_qp_slot_alloc(struct sv_qp *qp, const struct sv_context *ctx)
 	for (uint32_t n = 0; n < SV_MAX_QP_SLOTS; n++) {
 		uint32_t slot = (f->qp_hint + n) % SV_MAX_QP_SLOTS;
 		struct sv_shm_qp *q = &f->qps[slot];
-		uint32_t gen = (sv_next_id() % 0xffe) + 1, qpn = gen << SV_QP_SLOT_BITS | slot;
+		uint32_t gen = (sv_next_id() % SV_QP_GEN_MAX) + 1, qpn = gen << SV_QP_SLOT_BITS | slot;
 
 		if (atomic_load(&q->qpn) || qpn <= 1)
 			continue;
@@ -238,8 +238,8 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr)
 		return NULL;
 	}
 	rc = sv_qp_check_cap(ctx, attr);
-	if (!rc && ctx->dev->nobjs[SV_K_QP] >= ctx->dev->lim.max_qp)	/* per device */
-		rc = ENOMEM;
+	if (!rc)	/* every process of the host on this device (sv_dev_take) */
+		rc = sv_dev_take(ctx->dev, SV_K_QP, ctx->dev->lim.max_qp);
 	if (rc) {
 		SV_DBG("create_qp on %s: type %d, wr %u/%u, sge %u/%u, inline %u: %s",
 		       ctx->dev->ibv.name, attr->qp_type, attr->cap.max_send_wr,
@@ -251,6 +251,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr)
 	}
 	qp = calloc(1, sizeof(*qp));
 	if (!qp) {
+		sv_dev_give(ctx->dev, SV_K_QP);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -300,6 +301,7 @@ err_slot:
 	sv_qp_slot_free(qp);
 err_free:
 	sv_qp_free_local(qp);
+	sv_dev_give(ctx->dev, SV_K_QP);
 	errno = rc;
 	return NULL;
 }

@@ -190,6 +190,7 @@ void sv_reclaim_dead(void)
 		if (!pid || sv_pid_alive(pid))
 			continue;
 		sv_reclaim_pid(pid);
+		sv_dev_objs_clear(i);
 		atomic_store(&f->procs[i].pid, 0);
 		any = true;
 	}
@@ -308,6 +309,7 @@ static int sv_register_proc(void)
 	sv_reclaim_dead();
 	for (int i = 0; i < SV_MAX_PROCS; i++) {
 		if (!atomic_load(&f->procs[i].pid)) {
+			sv_dev_objs_clear(i);
 			atomic_store(&f->procs[i].pid, sv_g.pid);
 			sv_g.proc_slot = i;
 			sv_unlock();
@@ -521,8 +523,10 @@ void sv_detach(void)
 	if (sv_lock())
 		return;
 	sv_reclaim_pid(sv_g.pid);
-	if (sv_g.proc_slot >= 0)
+	if (sv_g.proc_slot >= 0) {
+		sv_dev_objs_clear(sv_g.proc_slot);
 		atomic_store(&sv_g.fab->procs[sv_g.proc_slot].pid, 0);
+	}
 	sv_reclaim_dead();
 	last = !sv_any_proc();
 	if (last) {

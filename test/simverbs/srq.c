@@ -61,9 +61,7 @@ static int sv_srq_check(const struct sv_context *ctx, const struct ibv_srq_attr 
 
 	if (!a->max_wr || a->max_wr > l->max_srq_wr || !a->max_sge || a->max_sge > l->max_srq_sge)
 		return EINVAL;
-	if (ctx->dev->nobjs[SV_K_SRQ] >= l->max_srq)	/* per device */
-		return ENOMEM;
-	return 0;
+	return sv_dev_take(ctx->dev, SV_K_SRQ, l->max_srq);	/* every process of the host */
 }
 
 static int sv_srq_rq_init(struct sv_srq *s, const struct ibv_srq_attr *a)
@@ -107,6 +105,7 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *at
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s) {
+		sv_dev_give(ctx->dev, SV_K_SRQ);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -118,6 +117,7 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *at
 	rc = sv_srq_rq_init(s, &attr->attr);
 	if (rc) {
 		free(s);
+		sv_dev_give(ctx->dev, SV_K_SRQ);
 		errno = rc;
 		return NULL;
 	}

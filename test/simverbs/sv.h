@@ -54,7 +54,7 @@
 #define SV_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 #define SV_MAGIC 0x53564642u	/* "SVFB" */
-#define SV_VERSION 10u	/* 10: loss knobs, port counters; 9: atomics (atomic_lock, max_dest_rd_atomic); 8: link flaps and port speeds in sv_dev_knobs */
+#define SV_VERSION 11u	/* 11: 2^16 QP and CQ slots, per-device object counts (dev_objs); 10: loss knobs, port counters; 9: atomics (atomic_lock, max_dest_rd_atomic); 8: link flaps and port speeds in sv_dev_knobs */
 #define SV_STABLE_VERSION 4u
 
 /* ---------------------------------------------------------------- shm */
@@ -215,6 +215,17 @@ struct sv_shm_host {
 	struct sv_shm_dev devs[SV_MAX_DEVICES];
 };
 
+/* What one process holds per device of its host, for the device limits
+ * (max_qp, max_cq, max_mr, max_pd, max_srq) that count every process's
+ * objects, as a NIC's do.  Written by its process under the fabric lock
+ * (obj.c); zeroed when the process registers and when it is reclaimed. */
+#define SV_DEV_OBJ_KINDS 8	/* >= SV_K_NKINDS (static assert below) */
+struct sv_dev_objs {
+	uint32_t host;			/* index in sv_fabric.hosts */
+	uint32_t pad;
+	uint32_t n[SV_MAX_DEVICES][SV_DEV_OBJ_KINDS];
+};
+
 /* Every field up to and including procs keeps its offset in all versions
  * >= SV_STABLE_VERSION, so any simverbs can tell whether a fabric of another
  * version is still in use (and garbage-collect it when it is not). */
@@ -240,6 +251,7 @@ struct sv_fabric {
 	struct sv_shm_mr mrs[SV_MAX_MR_SLOTS];
 	struct sv_shm_gpu gpus[SV_MAX_GPU_MRS];	/* gpu.c */
 	struct sv_shm_host hosts[SV_MAX_HOSTS];
+	struct sv_dev_objs dev_objs[SV_MAX_PROCS];	/* by procs[] slot */
 };
 
 /* One completion queue entry in a CQ ring (one cache line). */
@@ -265,9 +277,9 @@ struct sv_cqe {
 /* A CQ in async and completion-channel events: slot and generation (like a
  * QPN), so an event still queued for a destroyed CQ never resolves to a new
  * CQ that reuses the slot. */
-#define SV_CQ_SLOT_BITS 12
+#define SV_CQ_SLOT_BITS 16
 #define SV_CQ_EV_ID(slot, gen) ((uint32_t)(gen) << SV_CQ_SLOT_BITS | (uint32_t)(slot))
-_Static_assert(SV_MAX_CQ_SLOTS == 1 << SV_CQ_SLOT_BITS, "CQ event ids hold the slot in 12 bits");
+_Static_assert(SV_MAX_CQ_SLOTS == 1 << SV_CQ_SLOT_BITS, "CQ event ids hold the slot in 16 bits");
 
 struct sv_cq_ring {
 	uint32_t magic;
@@ -341,6 +353,7 @@ struct sv_port {
 };
 
 enum sv_kind { SV_K_CTX, SV_K_PD, SV_K_MR, SV_K_CQ, SV_K_QP, SV_K_CHAN, SV_K_SRQ, SV_K_AH, SV_K_NKINDS };
+_Static_assert(SV_K_NKINDS <= SV_DEV_OBJ_KINDS, "sv_dev_objs holds every kind");
 
 struct sv_device {
 	struct ibv_device ibv;		/* first: apps see this */
@@ -692,6 +705,9 @@ void sv_bump_epoch(void);
 /* obj.c */
 void sv_obj_add(struct sv_obj *o, enum sv_kind kind);
 void sv_obj_del(struct sv_obj *o);
+int sv_dev_take(struct sv_device *dev, enum sv_kind kind, uint32_t limit);
+void sv_dev_give(struct sv_device *dev, enum sv_kind kind);
+void sv_dev_objs_clear(int proc_slot);
 uint64_t sv_now_ns(void);
 void sv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int sv_debug;			/* SIMVERBS_DEBUG=1: say why calls fail */

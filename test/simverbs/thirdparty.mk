@@ -27,6 +27,11 @@ check_PROGRAMS += test/simverbs/tests/sv_srq
 test_simverbs_tests_sv_srq_LDADD = $(IBVERBS_LIBS) -ldl
 TESTS += test/simverbs/tests/sv_srq
 
+# ---- device limits count every process of a host
+check_PROGRAMS += test/simverbs/tests/sv_devlimits
+test_simverbs_tests_sv_devlimits_LDADD = $(IBVERBS_LIBS) -ldl
+TESTS += test/simverbs/tests/sv_devlimits
+
 # ---- UD QPs and address handles
 check_PROGRAMS += test/simverbs/tests/sv_ud
 test_simverbs_tests_sv_ud_LDADD = $(IBVERBS_LIBS) -ldl

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "../fabric_param.h"
 #include "svt.h"
 
 #define ACC (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
@@ -247,7 +248,7 @@ static void check_stale_cq_event(void)
 	p.a.qp = NULL;
 	SVT_EQ(ibv_destroy_cq(p.a.cq), 0);
 	p.a.cq = NULL;
-	while (n++ < 2 * 4096) {	/* until a new CQ reuses the slot */
+	while (n++ < 2 * SV_MAX_CQ_SLOTS) {	/* until a new CQ reuses the slot */
 		cq = ibv_create_cq(p.a.ctx, 4, NULL, NULL, 0);
 		SVT_CHECK(cq);
 		if (cq->handle == slot)
