@@ -111,7 +111,7 @@ nv_status_t nv_rma_connect(void *handles[], int nranks, int rank, struct nv_rma_
 nv_status_t nv_rma_close_coll(struct nv_rma_coll *c);
 /* every rank's len bytes of `mine` into all[rank * len] (collective, blocking) */
 nv_status_t nv_rma_allgather(struct nv_rma_coll *c, const void *mine, void *all, size_t len);
-/* 0 when both ring neighbours are alive (checked at most every 100 ms), else the rank gone */
+/* -1 when both ring neighbours are alive (checked at most every 100 ms), else the rank gone */
 int nv_rma_ring_dead(struct nv_rma_coll *c);
 nv_status_t nv_rma_reg(struct nv_rma_coll *c, void *data, size_t size, int type, uint64_t offset,
 		       int fd, struct nv_rma_win **out);

@@ -12,7 +12,8 @@ CLUSTER_TESTS = \
 	test/cluster/cl-sysfs.sh \
 	test/cluster/cl-subnet.sh \
 	test/cluster/cl-eager.sh \
-	test/cluster/cl-flap.sh
+	test/cluster/cl-flap.sh \
+	test/cluster/cl-rma.sh
 TESTS += $(CLUSTER_TESTS)
 # The ring and the link-down run once more with the eager path off: test/reruns.mk.
 dist_check_SCRIPTS += $(CLUSTER_TESTS) test/cluster/sim-cluster test/cluster/sim-cluster-rsh

@@ -1,5 +1,6 @@
 #!/bin/sh
-# The RMA harness cases: 4 ranks through the v15 table, 3 through v14, 2
+# The RMA harness cases: 4 ranks through the v15 table (with windows of 4 KiB
+# and 1 MiB besides), 3 through v14, 2
 # through v13 (the loader's other paths and the adapters), 1 rank alone, 4
 # ranks with the last one killed, and 2 ranks on a device without atomics
 # (createContext refused). Each under `timeout`, scaled for a loaded host.
@@ -15,7 +16,7 @@ run() {
 	echo "== $name: rma_harness $*"
 	if timeout 240 "$h" "$@"; then echo "== $name: ok"; else echo "== $name: FAILED ($?)"; fail=1; fi
 }
-SIMVERBS_FABRIC=$fab-a run "v15, 4 ranks" -n 4
+SIMVERBS_FABRIC=$fab-a run "v15, 4 ranks, windows of 4 KiB and 1 MiB" -n 4 -W 4K,1M
 SIMVERBS_FABRIC=$fab-b run "v14, 3 ranks" -n 3 -v 14
 SIMVERBS_FABRIC=$fab-c run "v13, 2 ranks" -n 2 -v 13
 SIMVERBS_FABRIC=$fab-d run "v15, 1 rank" -n 1

@@ -11,60 +11,59 @@
  *  2. iput to every peer, iflush to every peer, a barrier, every byte checked;
  *  3. iget of every peer's data, every byte checked;
  *  4. iputSignal INC of 0 bytes to every peer on a second signal word;
- *  5. error paths: a destination range past the window, rank N, context 2, a
+ *  5. with -W: windows of each size given (rma_big.c);
+ *  6. error paths: a destination range past the window, rank N, context 2, a
  *     misaligned signal, signal op 3: each refused with ncclInvalidArgument and
  *     no request, the context still healthy (queryLastError false);
- *  6. with -k: rank N-1 kills itself; every other rank's put to it fails
+ *  7. with -k: rank N-1 kills itself; every other rank's put to it fails
  *     (ncclRemoteError) within a bounded time, queryLastError turns true and
  *     stays so, the failed context refuses new work, and the other context
- *     still carries a put and signal between live ranks.
+ *     still carries a put and signal between live ranks;
+ *  8. with -L: a host's port goes down (rma_port.c).
  * With -A (run on a device with atomics=none) createContext must fail with
  * ncclInvalidUsage. With -b: put, get and put+signal bandwidth and the
- * signal's latency between ranks 0 and 1 instead of the checks.
+ * signal's latency between ranks 0 and 1 instead of the checks (rma_bench.c).
+ *
+ * The ranks are forked here (-n N), or each is started on its own (simulated)
+ * host with -r RANK -n N -R HOST:PORT and they meet at rank 0's TCP port
+ * (nccl-net-bench's rendezvous), as in test/cluster/cl-rma.sh.
  * Exit 0 when every check passed; 77 when not on simverbs.
  */
-#include <dlfcn.h>
+#include "config.h"
+
 #include <errno.h>
 #include <getopt.h>
-#include <pthread.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "nccl/rma.h"
+#include "rma_harness.h"
+#include "tools/nccl-net-bench.h"
 
-#define MAXR 16
-#define CHUNK (64 * 1024)
+int nranks = 4, rank, version;
+char hosts[MAXR][64];
+static int kill_test, no_atomics, bench;
+static size_t big_sizes[8];
+static int nbig;
+static const char *down_host, *down_dir;
 
-static int nranks = 4, version, kill_test, no_atomics, bench;
-static int rank;
-
-/* shared between the ranks (mmap'd before fork) */
+/* shared between forked ranks (mmap'd before fork) */
 struct shared {
 	char handles[MAXR][NCCL_NET_HANDLE_MAXSIZE];
-	volatile int arrived[64];	/* per phase: ranks that reached it */
+	int arrived;			/* barrier arrivals, all barriers so far */
+	int victim_reaped;		/* -k: the parent reaped the killed rank */
 };
 static struct shared *sh;
+/* ranks on their own: the rendezvous at rank 0 (fds[0] .. fds[n-1] at rank 0) */
+static struct nb_oob oob;
 
-#define FAIL(...) do { \
-	fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); \
-	fputc('\n', stderr); \
-	exit(1); \
-} while (0)
-#define OK(call) do { \
-	ncclResult_t r_ = (call); \
-	if (r_ != ncclSuccess) \
-		FAIL("%s returned %d", #call, r_); \
-} while (0)
-
-static uint64_t now_ns(void)
+uint64_t now_ns(void)
 {
 	struct timespec t;
 
@@ -72,149 +71,69 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-/* Every live rank (want of them) reaches phase ph; fails after 60 s. */
-static void barrier(int ph, int want)
+/* One byte from fd within the deadline (0), or -1. */
+static int oob_byte(int fd, bool out, uint64_t end)
+{
+	struct pollfd p = { .fd = fd, .events = out ? POLLOUT : POLLIN };
+	char c = 1;
+
+	while (now_ns() < end) {
+		ssize_t n;
+
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		n = out ? send(fd, &c, 1, MSG_NOSIGNAL) : recv(fd, &c, 1, 0);
+		if (n == 1)
+			return 0;
+		if (n == 0 || (errno != EINTR && errno != EAGAIN))
+			return -1;
+	}
+	return -1;
+}
+
+/* The rendezvous' barrier: rank 0 hears from every live rank, then answers;
+ * with want == nranks - 1 the last rank (killed) is left out. */
+static void oob_barrier(int ph, int want)
 {
 	uint64_t end = now_ns() + 60000000000ull;
 
-	__atomic_add_fetch(&sh->arrived[ph], 1, __ATOMIC_SEQ_CST);
-	while (__atomic_load_n(&sh->arrived[ph], __ATOMIC_SEQ_CST) < want) {
+	if (rank != 0) {
+		if (oob_byte(oob.fds[0], true, end) || oob_byte(oob.fds[0], false, end))
+			FAIL("barrier %d: rank 0 did not answer in 60 s", ph);
+		return;
+	}
+	if (want < nranks && oob.fds[nranks - 1] >= 0) {
+		close(oob.fds[nranks - 1]);
+		oob.fds[nranks - 1] = -1;
+	}
+	for (int r = 1; r < want; r++)
+		if (oob_byte(oob.fds[r], false, end))
+			FAIL("barrier %d: rank %d did not arrive in 60 s", ph, r);
+	for (int r = 1; r < want; r++)
+		if (oob_byte(oob.fds[r], true, end))
+			FAIL("barrier %d: rank %d is gone", ph, r);
+}
+
+void barrier(int ph, int want)
+{
+	static int expect;	/* arrivals when every live rank reached this one */
+	uint64_t end = now_ns() + 60000000000ull;
+
+	if (!sh) {
+		oob_barrier(ph, want);
+		return;
+	}
+	expect += want;
+	__atomic_add_fetch(&sh->arrived, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&sh->arrived, __ATOMIC_SEQ_CST) < expect) {
 		if (now_ns() > end)
-			FAIL("barrier %d: %d of %d ranks arrived", ph, sh->arrived[ph], want);
+			FAIL("barrier %d: %d of %d ranks arrived", ph,
+			     want - (expect - sh->arrived), want);
 		usleep(200);
 	}
 }
 
-/* ---- the loader: as NCCL's rma.cc, newest version first, adapted to v15 ---- */
-
-static ncclRma_v15_t rma;
-static ncclRma_v14_t *v14;
-static ncclRma_v13_t *v13;
-
-static ncclResult_t a14_iput(void *c, int x, uint64_t so, void *s, size_t n, uint64_t d_o,
-			     void *d, uint32_t r, uint32_t f, void **q)
-{
-	(void)f;
-	return v14->iput(c, x, so, s, n, d_o, d, r, q);
-}
-
-static ncclResult_t a14_sig(void *c, int x, uint64_t so, void *s, size_t n, uint64_t d_o, void *d,
-			    uint32_t r, uint64_t go, void *g, uint64_t gv, uint32_t op, bool st,
-			    uint32_t f, void **q)
-{
-	(void)f;
-	return v14->iputSignal(c, x, so, s, n, d_o, d, r, go, g, gv, op, st, q);
-}
-
-static ncclResult_t a14_get(void *c, int x, uint64_t ro, void *rm, size_t n, uint64_t lo, void *l,
-			    uint32_t r, uint32_t f, void **q)
-{
-	(void)f;
-	return v14->iget(c, x, ro, rm, n, lo, l, r, q);
-}
-
-static ncclResult_t a13_sig(void *c, int x, uint64_t so, void *s, size_t n, uint64_t d_o, void *d,
-			    uint32_t r, uint64_t go, void *g, uint64_t gv, uint32_t op, bool st,
-			    uint32_t f, void **q)
-{
-	(void)f;
-	(void)st;
-	return v13->iputSignal(c, x, so, s, n, d_o, d, r, go, g, gv, op, q);
-}
-
-static ncclResult_t a13_iput(void *c, int x, uint64_t so, void *s, size_t n, uint64_t d_o,
-			     void *d, uint32_t r, uint32_t f, void **q)
-{
-	(void)f;
-	return v13->iput(c, x, so, s, n, d_o, d, r, q);
-}
-
-static ncclResult_t a13_get(void *c, int x, uint64_t ro, void *rm, size_t n, uint64_t lo, void *l,
-			    uint32_t r, uint32_t f, void **q)
-{
-	(void)f;
-	return v13->iget(c, x, ro, rm, n, lo, l, r, q);
-}
-
-static ncclResult_t a13_ctx(void *coll, ncclRmaConfig_v15_t *cfg, void **ctx)
-{
-	ncclGinConfig_v13_t g = { .nContexts = cfg->nContexts, .trafficClass = cfg->trafficClass };
-	ncclNetDeviceHandle_v11_t *dh = (void *)1;
-	ncclResult_t r = v13->createContext(coll, &g, ctx, &dh);
-
-	if (r == ncclSuccess && dh != NULL)
-		FAIL("v13 createContext handed back a device handle %p (a proxy plugin has none)", dh);
-	return r;
-}
-
-static ncclResult_t a13_reg(void *coll, void *d, size_t n, int t, uint64_t fl, void **mh)
-{
-	void *gh = (void *)1;
-	ncclResult_t r = v13->regMrSym(coll, d, n, t, fl, mh, &gh);
-
-	if (r == ncclSuccess && gh != NULL)
-		FAIL("v13 regMrSym handed back a GIN handle");
-	return r;
-}
-
-static void load(void)
-{
-	const char *path = getenv("NV_TEST_PLUGIN");
-	void *h = dlopen(path ? path : "libnccl-net-verbs.so", RTLD_NOW | RTLD_LOCAL);
-	ncclRma_v15_t *v15;
-
-	if (!h)
-		FAIL("dlopen: %s", dlerror());
-	v15 = (version == 0 || version == 15) ? dlsym(h, "ncclRmaPlugin_v15") : NULL;
-	v14 = (version == 0 || version == 14) && !v15 ? dlsym(h, "ncclRmaPlugin_v14") : NULL;
-	v13 = (version == 0 || version == 13) && !v15 && !v14 ? dlsym(h, "ncclRmaPlugin_v13") : NULL;
-	if (dlsym(h, "ncclRmaPlugin_v12") || dlsym(h, "ncclRmaPlugin_v16"))
-		FAIL("a table NCCL does not know is exported");
-	if (v15) {
-		rma = *v15;
-	} else if (v14) {
-		memcpy(&rma, v14, sizeof(rma)); /* same layout up to the changed calls */
-		rma.iput = a14_iput;
-		rma.iputSignal = a14_sig;
-		rma.iget = a14_get;
-	} else if (v13) {
-		memcpy(&rma, v13, sizeof(rma));
-		rma.createContext = a13_ctx;
-		rma.regMrSym = a13_reg;
-		rma.iputSignal = a13_sig;
-		rma.iput = a13_iput;
-		rma.iget = a13_get;
-		rma.rmaProgress = v13->ginProgress;
-	} else {
-		FAIL("no ncclRmaPlugin_v%d in %s", version, path);
-	}
-	if (!rma.name || strcmp(rma.name, "Verbs") || !rma.init || !rma.connect || !rma.iput ||
-	    !rma.iputSignal || !rma.iget || !rma.iflush || !rma.test || !rma.queryLastError ||
-	    !rma.finalize || !rma.createContext || !rma.regMrSym || !rma.deregMrSym)
-		FAIL("table incomplete");
-}
-
-/* ---- the run ---- */
-
-static void *pctx, *coll, *rctx, *srcw, *dstw, *sigw;
-static unsigned char *src, *dst;
-static size_t win;	/* bytes of the src and dst windows */
-static uint64_t *sig;
-
-static unsigned char pat(int from, int to, size_t i, int round)
-{
-	return (unsigned char)(from * 31 + to * 7 + i * 13 + (i >> 8) + round * 101);
-}
-
-static size_t size_for(int peer)
-{
-	static const size_t s[] = { 0, 1, 4097, CHUNK, 8, 40000 };
-
-	return s[(peer + rank) % 6];
-}
-
-/* Tests req to completion; returns its result (fails after 30 s). */
-static ncclResult_t wait_req(void *req)
+ncclResult_t wait_req(void *req)
 {
 	uint64_t end = now_ns() + 30000000000ull;
 	int done = 0;
@@ -232,22 +151,60 @@ static ncclResult_t wait_req(void *req)
 	return ncclSuccess;
 }
 
-/* Retries while the plugin says "queue full" (NULL request). */
-#define POST(call, reqp) do { \
-	uint64_t end_ = now_ns() + 30000000000ull; \
-	*(reqp) = NULL; \
-	while (*(reqp) == NULL) { \
-		OK(call); \
-		if (*(reqp) == NULL) { \
-			if (rma.rmaProgress) rma.rmaProgress(rctx); \
-			if (now_ns() > end_) FAIL("%s: queue full for 30 s", #call); \
-		} \
-	} \
-} while (0)
+void wait_word(volatile uint64_t *w, uint64_t want, const char *what)
+{
+	uint64_t end = now_ns() + 30000000000ull;
+
+	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) != want) {
+		if (now_ns() > end)
+			FAIL("%s: the signal word holds %llu, not %llu, after 30 s", what,
+			     (unsigned long long)*w, (unsigned long long)want);
+		sched_yield(); /* a loaded host: let the peers run */
+	}
+}
+
+/* Every rank's handle (written at handles[rank]) and host name to every rank. */
+static void exchange_handles(char handles[MAXR][NCCL_NET_HANDLE_MAXSIZE])
+{
+	char mine[64] = "", me[NCCL_NET_HANDLE_MAXSIZE];
+
+	if (sh) { /* forked: the handles are in the shared page already */
+		barrier(0, nranks);
+		for (int i = 0; i < nranks; i++)
+			strcpy(hosts[i], "localhost");
+		return;
+	}
+	gethostname(mine, sizeof(mine) - 1);
+	memcpy(me, handles[rank], sizeof(me));
+	if (nb_oob_allgather(&oob, me, handles, NCCL_NET_HANDLE_MAXSIZE) ||
+	    nb_oob_allgather(&oob, mine, hosts, sizeof(mine)))
+		FAIL("the rendezvous' allgather failed");
+}
+
+/* ---- the run ---- */
+
+void *pctx, *coll, *rctx, *srcw, *dstw, *sigw;
+unsigned char *src, *dst;
+static size_t win;	/* bytes of the src and dst windows */
+uint64_t *sig;
+
+static unsigned char pat(int from, int to, size_t i, int round)
+{
+	return (unsigned char)(from * 31 + to * 7 + i * 13 + (i >> 8) + round * 101);
+}
+
+static size_t size_for(int peer)
+{
+	static const size_t s[] = { 0, 1, 4097, CHUNK, 8, 40000 };
+
+	return s[(peer + rank) % 6];
+}
 
 static void setup(void)
 {
 	ncclRmaConfig_v15_t cfg = { .nContexts = 2, .trafficClass = -1 };
+	static char hd[MAXR][NCCL_NET_HANDLE_MAXSIZE];
+	char (*h)[NCCL_NET_HANDLE_MAXSIZE] = sh ? sh->handles : hd;
 	void *handles[MAXR], *lc;
 	int ndev;
 	ncclResult_t r;
@@ -264,10 +221,10 @@ static void setup(void)
 			FAIL("v13 getProperties: netDeviceType %d, NCCL wants GIN_PROXY",
 			     p.netDeviceType);
 	}
-	OK(rma.listen(pctx, 0, sh->handles[rank], &lc));
-	barrier(0, nranks);
+	OK(rma.listen(pctx, 0, h[rank], &lc));
+	exchange_handles(h);
 	for (int i = 0; i < nranks; i++)
-		handles[i] = sh->handles[i];
+		handles[i] = h[i];
 	OK(rma.connect(pctx, handles, nranks, rank, lc, &coll));
 	OK(rma.closeListen(lc));
 	r = rma.createContext(coll, &cfg, &rctx);
@@ -453,13 +410,19 @@ static void phase_kill(void)
 		raise(SIGKILL);
 	}
 	barrier(8, nranks);
-	while (__atomic_load_n(&sh->arrived[9], __ATOMIC_SEQ_CST) == 0 && kill(getppid(), 0) == 0) {
-		/* the parent reaps the victim and opens phase 9 */
+	while (sh && __atomic_load_n(&sh->victim_reaped, __ATOMIC_SEQ_CST) == 0 &&
+	       kill(getppid(), 0) == 0) {
+		/* forked: the parent reaps the victim and opens phase 9 */
 		usleep(1000);
 	}
+	/* on its own host the victim may still be dying: put until a put fails */
 	t0 = now_ns();
-	POST(rma.iput(rctx, 0, 0, srcw, 4096, 0, dstw, (uint32_t)victim, 0, &req), &req);
-	r = wait_req(req);
+	do {
+		if (now_ns() - t0 > 60000000000ull)
+			FAIL("puts to the killed rank still succeed after 60 s");
+		POST(rma.iput(rctx, 0, 0, srcw, 4096, 0, dstw, (uint32_t)victim, 0, &req), &req);
+		r = wait_req(req);
+	} while (r == ncclSuccess && (usleep(1000), 1));
 	if (r != ncclRemoteError)
 		FAIL("put to the killed rank returned %d, not ncclRemoteError", r);
 	OK(rma.queryLastError(rctx, &err));
@@ -497,87 +460,6 @@ static void teardown(void)
 	free(sig);
 }
 
-/*
- * -b: figures between ranks 0 and 1 (others idle): put, get and put+signal
- * bandwidth per size (a window of 16 requests in flight, in MB/s), and the
- * signal's half round trip (8 B put+signal answered by one, in us).
- */
-static void bench_bw(const char *what, size_t size, int iters)
-{
-	void *req[16] = { NULL };
-	uint64_t t0 = now_ns();
-
-	for (int i = 0; i < iters; i++) {
-		int k = i % 16;
-
-		if (req[k])
-			OK(wait_req(req[k]));
-		if (!strcmp(what, "get"))
-			POST(rma.iget(rctx, 0, 0, srcw, size, 0, dstw, 1, 0, &req[k]), &req[k]);
-		else if (!strcmp(what, "put"))
-			POST(rma.iput(rctx, 0, 0, srcw, size, 0, dstw, 1, 0, &req[k]), &req[k]);
-		else
-			POST(rma.iputSignal(rctx, 0, 0, srcw, size, 0, dstw, 1, 0, sigw, 1,
-					    NCCL_NET_SIGNAL_OP_ADD, true, 0, &req[k]), &req[k]);
-	}
-	for (int k = 0; k < 16; k++)
-		if (req[k])
-			OK(wait_req(req[k]));
-	printf("%-10s %10zu %10.1f\n", what, size,
-	       (double)size * iters / ((double)(now_ns() - t0) / 1e3));
-}
-
-static void bench_lat(int iters)
-{
-	int peer = 1 - rank;
-	uint64_t t0 = 0;
-	void *req;
-
-	for (int i = 0; i <= iters; i++) {
-		if (i == 1)
-			t0 = now_ns();
-		if (rank == 0) {
-			POST(rma.iputSignal(rctx, 0, 0, srcw, 8, 0, dstw, (uint32_t)peer, 8, sigw, 1,
-					    NCCL_NET_SIGNAL_OP_ADD, true, 0, &req), &req);
-			OK(wait_req(req));
-		}
-		for (int spin = 0; __atomic_load_n(&sig[rank], __ATOMIC_ACQUIRE) < (uint64_t)i + 1;)
-			if (++spin > 100)
-				sched_yield(); /* as simverbs' poll does: a loaded host */
-		if (rank == 1) {
-			POST(rma.iputSignal(rctx, 0, 0, srcw, 8, 0, dstw, (uint32_t)peer, 0, sigw, 1,
-					    NCCL_NET_SIGNAL_OP_ADD, true, 0, &req), &req);
-			OK(wait_req(req));
-		}
-	}
-	if (rank == 0)
-		printf("%-10s %10d %10.2f us (half round trip)\n", "signal", 8,
-		       (double)(now_ns() - t0) / 1e3 / iters / 2);
-}
-
-static void run_bench(void)
-{
-	static const size_t sizes[] = { 8, 4096, 65536, 1 << 20, 4 << 20 };
-
-	barrier(20, nranks);
-	if (rank == 0) {
-		printf("%-10s %10s %10s\n", "op", "bytes", "MB/s");
-		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-			int iters = sizes[i] >= (1 << 20) ? 64 : 2000;
-
-			bench_bw("put", sizes[i], iters);
-			bench_bw("putsignal", sizes[i], iters);
-			bench_bw("get", sizes[i], iters);
-		}
-	}
-	barrier(21, nranks);
-	memset(sig, 0, 4096);
-	barrier(22, nranks);
-	if (rank < 2)
-		bench_lat(2000);
-	barrier(23, nranks);
-}
-
 static void run_rank(void)
 {
 	load();
@@ -590,38 +472,23 @@ static void run_rank(void)
 	phase_signals();
 	phase_put_flush_get();
 	phase_inc();
+	if (nbig)
+		phase_big(big_sizes, nbig);
 	phase_errors();
 	if (kill_test)
 		phase_kill();
+	if (down_host)
+		phase_port_down(down_host, down_dir);
 	teardown();
 	exit(0);
 }
 
-int main(int argc, char **argv)
+/* Forks the ranks and reaps them (the victim of -k first). */
+static int run_forked(void)
 {
 	pid_t pids[MAXR];
-	int c, bad = 0;
+	int bad = 0;
 
-	while ((c = getopt(argc, argv, "n:v:kAb")) != -1) {
-		switch (c) {
-		case 'n': nranks = atoi(optarg); break;
-		case 'v': version = atoi(optarg); break;
-		case 'k': kill_test = 1; break;
-		case 'b': bench = 1; break;
-		case 'A': no_atomics = 1; break;
-		default:
-			fprintf(stderr, "usage: rma_harness [-n ranks] [-v 13|14|15] [-k] [-A] [-b]\n");
-			return 2;
-		}
-	}
-	if (nranks < 1 || nranks > MAXR || (kill_test && nranks < 3) || (bench && nranks < 2)) {
-		fprintf(stderr, "1..%d ranks (3 or more with -k)\n", MAXR);
-		return 2;
-	}
-	if (!getenv("SIMVERBS_FABRIC")) {
-		fprintf(stderr, "not on simverbs (SIMVERBS_FABRIC unset): skip\n");
-		return 77;
-	}
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		return 1;
@@ -643,7 +510,7 @@ int main(int argc, char **argv)
 				fprintf(stderr, "the victim rank did not die by SIGKILL (0x%x)\n", st);
 				bad = 1;
 			}
-			__atomic_add_fetch(&sh->arrived[9], 1, __ATOMIC_SEQ_CST);
+			__atomic_store_n(&sh->victim_reaped, 1, __ATOMIC_SEQ_CST);
 			continue;
 		}
 		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
@@ -652,4 +519,90 @@ int main(int argc, char **argv)
 		}
 	}
 	return bad;
+}
+
+/* -W 4096,16M,1G: window sizes (K, M, G suffixes) */
+static int parse_sizes(const char *s)
+{
+	char *end;
+
+	for (nbig = 0; *s && nbig < 8; nbig++) {
+		unsigned long long v = strtoull(s, &end, 10);
+
+		v <<= *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+		end += *end == 'K' || *end == 'M' || *end == 'G';
+		if (v < 4096 || v > (1ull << 30) || v % 4096 || (*end && *end != ','))
+			return -1;
+		big_sizes[nbig] = (size_t)v;
+		s = *end ? end + 1 : end;
+	}
+	return *s ? -1 : 0;
+}
+
+static const char usage[] =
+	"usage: rma_harness [-n ranks] [-v 13|14|15] [-k] [-A] [-b] [-W size,...]\n"
+	"                   [-r rank -R host:port] [-L host,dir]\n"
+	"  -W  windows of these sizes (4K .. 1G, multiples of 4K) carry puts up to half\n"
+	"      of each (at most 64M) at its end, with signals, and gets back\n"
+	"  -r, -R  this process is rank r of -n; the ranks meet at rank 0's host:port\n"
+	"  -L  host's port goes down (test/cluster/cl-rma.sh); dir: files shared with it\n";
+
+int main(int argc, char **argv)
+{
+	char root[256] = "", *comma;
+	int c, port = 0, self_rank = -1;
+
+	while ((c = getopt(argc, argv, "n:v:kAbW:r:R:L:")) != -1) {
+		switch (c) {
+		case 'n': nranks = atoi(optarg); break;
+		case 'v': version = atoi(optarg); break;
+		case 'k': kill_test = 1; break;
+		case 'b': bench = 1; break;
+		case 'A': no_atomics = 1; break;
+		case 'r': self_rank = atoi(optarg); break;
+		case 'R':
+			if (nb_parse_hostport(optarg, root, sizeof(root), &port)) {
+				fprintf(stderr, "-R wants host:port\n");
+				return 2;
+			}
+			break;
+		case 'W':
+			if (parse_sizes(optarg)) {
+				fprintf(stderr, "-W: window sizes 4K .. 1G, multiples of 4K\n");
+				return 2;
+			}
+			break;
+		case 'L':
+			comma = strchr(optarg, ',');
+			if (!comma) {
+				fprintf(stderr, "-L wants host,dir\n");
+				return 2;
+			}
+			*comma = '\0';
+			down_host = optarg;
+			down_dir = comma + 1;
+			break;
+		default:
+			fputs(usage, stderr);
+			return 2;
+		}
+	}
+	if (nranks < 1 || nranks > MAXR || (kill_test && nranks < 3) || (bench && nranks < 2) ||
+	    (down_host && nranks < 2) || (self_rank >= 0) != (port > 0) || self_rank >= nranks) {
+		fprintf(stderr, "1..%d ranks (3 or more with -k, 2 with -b or -L); -r with -R\n%s",
+			MAXR, usage);
+		return 2;
+	}
+	if (!getenv("SIMVERBS_FABRIC")) {
+		fprintf(stderr, "not on simverbs (SIMVERBS_FABRIC unset): skip\n");
+		return 77;
+	}
+	if (self_rank < 0)
+		return run_forked();
+	rank = nb_rank = self_rank;
+	nb_deadline = nb_now() + 120;
+	if (nb_oob_init(&oob, rank, nranks, root, port, -1))
+		FAIL("the rendezvous at %s:%d failed", root, port);
+	run_rank();
+	return 0;
 }
