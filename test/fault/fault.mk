@@ -5,7 +5,7 @@
 #
 # make check:        the FAULT_TESTS below (about 2 minutes on 2 cores)
 # make check-extra:  check-fuzz, check-tsan, check-valgrind (below)
-# long runs:         test/fault/soak.sh --messages 1000000
+# long runs:         test/fault/soak.sh --messages 1000000 --failover 2
 #                    test/fault/fuzz.sh --runs 1000000
 
 FAULT_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/test/e2e
@@ -130,6 +130,13 @@ TESTS += test/fault/fault_soak_qps
 test_fault_fault_soak_qps_SOURCES = test/fault/fault_soak.c
 test_fault_fault_soak_qps_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_soak_qps_LDADD = $(FAULT_LDADD)
+
+# The soak with 2 more connections over a fused NIC, failover on, random faults injected.
+check_PROGRAMS += test/fault/fault_soak_fo
+TESTS += test/fault/fault_soak_fo
+test_fault_fault_soak_fo_SOURCES = test/fault/fault_soak.c
+test_fault_fault_soak_fo_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_soak_fo_LDADD = $(FAULT_LDADD)
 
 # Reruns with the eager path off: test/reruns.mk.
 

@@ -4,12 +4,13 @@
  * two processes, InfiniBand and RoCE alternating; every byte is verified.
  * Zero corrupt, lost, duplicated or mis-sized messages allowed.
  *
- *   fault_soak [--messages N] [--conns K] [--depth D] [--seed S]
+ *   fault_soak [--messages N] [--conns K] [--depth D] [--seed S] [--failover F]
  *
  * Defaults: 20000 messages, 4 connections, 4 receive groups in flight per
  * connection (the make-check run). The long run is test/fault/soak.sh.
  * Built a second time as fault_soak_qps: 10000 messages over 4 QPs per
- * connection with NCCL_IB_SPLIT_DATA_ON_QPS=1 (multi-QP chunking).
+ * connection with NCCL_IB_SPLIT_DATA_ON_QPS=1 (multi-QP chunking), and a
+ * third time as fault_soak_fo: 6000 messages with --failover 2 (below).
  *
  * Both processes derive the same schedule from the seed: connection c, step
  * k -> a group of g messages with distinct tags, sizes and contents. The
@@ -18,15 +19,33 @@
  * of (seed, c, k, j), so the receiver checks every byte and every size; the
  * first 16 bytes (when present) carry (c, k, j) so a misrouted or repeated
  * message names itself.
+ *
+ * The eager path is on unless NCCL_VERBS_EAGER_MAX=0 (its default): both
+ * processes count the messages that went eager on their comms, and the run
+ * fails when none did (or, with it off, when some did).
+ *
+ * --failover F adds F connections over a fused NIC (makeVDevice of simib1 +
+ * simib2, one QP each, every message split over both) with
+ * NCCL_IB_RESILIENCY_PORT_FAILOVER and _RECOVERY on, and the sender injects
+ * random faults into them through simverbs' control while the soak runs: a
+ * work request of a QP of either side failing (its acknowledgement lost or
+ * not), a QP of either side moved to error, or a rail's port going down and
+ * coming back. One fault at a time: the next one waits until the faulted
+ * comms failed over and took the rail back (recovery), so a comm always has
+ * a rail left; every byte of every message is still checked. The counts of
+ * faults by kind and of failover rounds are printed at the end.
  */
 #include "config.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "fh.h"
+#include "fo_state.h"
 
 #define MAXG 8
 #define SLOT_BYTES (4u << 20) /* one slot holds a step: 1 x 4 MiB or 8 x 512 KiB */
@@ -45,9 +64,15 @@ struct opts {
 	long messages;
 	int conns, depth;
 	uint64_t seed;
+	int fused;	/* --failover: connections over the fused NIC, faults injected */
 };
 
-static struct opts O = { 20000, 4, 4, 0x5eed };
+static struct opts O = { 20000, 4, 4, 0x5eed, 0 };
+
+static int nconns(void)
+{
+	return O.conns + O.fused;
+}
 
 /* ---- the shared schedule ------------------------------------------------------ */
 
@@ -94,7 +119,7 @@ static void schedule(int c, long k, struct step *st)
 /* Steps of connection c so that all connections together carry >= messages. */
 static long steps_for(int c, long *msgs)
 {
-	long quota = O.messages / O.conns + (c < O.messages % O.conns), k = 0, m = 0;
+	long quota = O.messages / nconns() + (c < O.messages % nconns()), k = 0, m = 0;
 	struct step st;
 
 	while (m < quota) {
@@ -289,9 +314,10 @@ static int recv_pass(struct fh *f, int c, struct conn *cn, uint8_t *scratch, lon
 
 /* ---- the two processes --------------------------------------------------------------- */
 
-static int open_devs(struct fh *f, int devs[2])
+/* devs[0], devs[1]: InfiniBand and RoCE; devs[2]: the fused NIC (--failover). */
+static int open_devs(struct fh *f, int devs[3])
 {
-	int rc = fh_open(f);
+	int rc = fh_open(f), fd[2];
 
 	if (rc)
 		return rc;
@@ -301,7 +327,19 @@ static int open_devs(struct fh *f, int devs[2])
 		devs[0] = 0;
 	if (devs[1] < 0)
 		devs[1] = devs[0];
+	devs[2] = -1;
+	if (!O.fused)
+		return 0;
+	fd[0] = fh_dev_by_name(f, "simib1");
+	fd[1] = fh_dev_by_name(f, "simib2");
+	FH_CHECK(fd[0] >= 0 && fd[1] >= 0, "--failover: simverbs did not give simib1 and simib2");
+	FH_OK(e2e_make_vdevice(&f->e2e, 2, fd, &devs[2]));
 	return 0;
+}
+
+static int conn_dev(const int devs[3], int c)
+{
+	return c < O.conns ? devs[c & 1] : devs[2];
 }
 
 static void setup_conn(struct fh *f, struct conn *cn, int c)
@@ -311,14 +349,211 @@ static void setup_conn(struct fh *f, struct conn *cn, int c)
 	memset(cn->buf, 0, (size_t)O.depth * SLOT_BYTES);
 	cn->mh = fh_reg(f, cn->comm, cn->buf, (size_t)O.depth * SLOT_BYTES);
 	cn->nsteps = steps_for(c, &cn->msgs);
+	if (c >= O.conns) {
+		const struct nv_comm *x = cn->comm;
+
+		FH_CHECK(x->fo && x->fo->failover && x->ndevs == 2 && x->nqps == 2,
+			 "connection %d: expected failover on over 2 devices, 1 QP each (%d devices, "
+			 "%d QPs, failover %s)", c, x->ndevs, x->nqps, x->fo ? "on" : "off");
+	}
 }
 
-static void teardown(struct fh *f, struct conn *cn, int send)
+/* Messages that went eager and failover rounds, over this side's comms. */
+struct tally {
+	uint64_t eager, rounds, wc_errors;
+	int eager_comms;	/* comms where eager applies: one device, one QP */
+};
+
+static void teardown(struct fh *f, struct conn *cn, int send, struct tally *t)
 {
+	const struct nv_comm *x = cn->comm;
+
+	t->eager += x->st.eager;
+	t->rounds += x->st.failovers;
+	t->wc_errors += x->st.wc_errors;
+	t->eager_comms += x->ndevs == 1 && x->nqps == 1;
 	FH_OK(f->net->deregMr(cn->comm, cn->mh));
 	FH_OK(send ? f->net->closeSend(cn->comm) : f->net->closeRecv(cn->comm));
 	free(cn->buf);
 }
+
+/* The eager path ran when it is on (the default) for comms of one device and one QP,
+ * and not when it is off. */
+static void check_eager(const char *side, const struct tally *t)
+{
+	const char *e = getenv("NCCL_VERBS_EAGER_MAX"), *h = getenv("NCCL_VERBS_LINK_HOLD_MS");
+	int on = (!e || atoi(e) > 0) && (!h || atoi(h) == 0) && t->eager_comms > 0;
+
+	FH_CHECK(on ? t->eager > 0 : t->eager == 0, "%s: %llu messages went eager with the eager "
+		 "path %s", side, (unsigned long long)t->eager, on ? "on" : "off");
+}
+
+/* ---- random faults on the fused connections (--failover) ------------------------- */
+
+enum { FK_OP, FK_OP_ACK, FK_PEER_OP, FK_QP_ERROR, FK_PORT, FK_N };
+static const char *const fk_name[FK_N] = { "work request failed", "acknowledgement lost",
+					    "peer's work request failed", "QP to error",
+					    "port down and up" };
+
+struct injector {
+	uint64_t rng;
+	int phase;		/* 0 idle, 1 fault out (port down: until t_up), 2 wait for recovery */
+	int kind, conn, rail;
+	double next, t_up, t0;
+	uint32_t epoch0[MAXK];
+	long faults[FK_N];
+	int hits[MAXK][2];	/* faults per connection and rail: recoveries are capped */
+	char cmd[96];
+};
+
+/* Recoveries per device are capped (RECOVERY_ATTEMPTS_MAX, at most 1000): stay below. */
+#define MAX_HITS 900
+/* Faults stop this many steps before a fused connection's end, so each one resolves. */
+#define RUNWAY 200
+
+static void sv(const char *cmd)
+{
+	int rc = fh_sv_control(cmd);
+
+	FH_CHECK(rc == 0, "simverbs_control(%s) = %d", cmd, rc);
+}
+
+/* Every rail live on both sides, no round under way, nothing left for a later one. */
+static int fused_healthy(const struct nv_comm *x)
+{
+	const struct nv_fo *fo = x->fo;
+
+	return fo->state == NV_FO_IDLE && !fo->dead_local && !fo->dead_peer && !fo->later &&
+	       x->nqps == fo->nall && !x->sink.fatal;
+}
+
+static const struct nv_comm_qp *rail_qp(const struct nv_comm *x, int rail)
+{
+	for (int i = 0; i < x->fo->nall; i++)
+		if (x->fo->all[i].dev == rail)
+			return &x->fo->all[i];
+	FH_FAIL("no QP on device %d", rail);
+}
+
+static void inject(struct injector *in, struct conn *cn)
+{
+	const struct nv_comm *x;
+	const struct nv_comm_qp *q;
+	int n, c;
+
+	in->kind = (int)(fh_rand(&in->rng) % FK_N);
+	in->conn = O.conns + (int)(fh_rand(&in->rng) % (uint64_t)O.fused);
+	in->rail = (int)(fh_rand(&in->rng) % 2);
+	n = 1 + (int)(fh_rand(&in->rng) % 3);
+	for (c = O.conns; c < nconns(); c++)
+		if (in->kind == FK_PORT || c == in->conn) {
+			if (in->hits[c][in->rail] >= MAX_HITS)
+				return; /* this rail has had its share: another draw next time */
+		}
+	x = cn[in->conn].comm;
+	q = rail_qp(x, in->rail);
+	switch (in->kind) {
+	case FK_OP:
+	case FK_OP_ACK:
+		snprintf(in->cmd, sizeof(in->cmd), "qp-fail-op %d 0x%x%s", n, q->qp->qp_num,
+			 in->kind == FK_OP_ACK ? " ack" : "");
+		break;
+	case FK_PEER_OP:
+		snprintf(in->cmd, sizeof(in->cmd), "qp-fail-op %d 0x%x%s", n, q->rqpn,
+			 fh_rand(&in->rng) & 1 ? " ack" : "");
+		break;
+	case FK_QP_ERROR:
+		snprintf(in->cmd, sizeof(in->cmd), "qp-error 0x%x",
+			 fh_rand(&in->rng) & 1 ? q->rqpn : q->qp->qp_num);
+		break;
+	default:
+		snprintf(in->cmd, sizeof(in->cmd), "port-down simib%d 1", 1 + in->rail);
+		in->t_up = fh_now() + (5 + (double)(fh_rand(&in->rng) % 46)) / 1000;
+		break;
+	}
+	for (c = O.conns; c < nconns(); c++) {
+		in->epoch0[c] = ((const struct nv_comm *)cn[c].comm)->fo->epoch;
+		if (in->kind == FK_PORT || c == in->conn)
+			in->hits[c][in->rail]++;
+	}
+	sv(in->cmd);
+	in->faults[in->kind]++;
+	in->phase = 1;
+	in->t0 = fh_now();
+}
+
+/* Did every comm the fault reaches go through a round (epoch moved), and is it whole again? */
+static int fault_over(const struct injector *in, struct conn *cn)
+{
+	for (int c = O.conns; c < nconns(); c++) {
+		const struct nv_comm *x = cn[c].comm;
+
+		if (in->kind != FK_PORT && c != in->conn)
+			continue;
+		if (x->fo->epoch == in->epoch0[c] || !fused_healthy(x))
+			return 0;
+	}
+	return 1;
+}
+
+/* One step of the injector, between the sender's passes. */
+static void inject_step(struct injector *in, struct conn *cn)
+{
+	double now = fh_now();
+	long left = LONG_MAX;
+	int c;
+
+	if (in->phase == 1 && in->kind == FK_PORT && now >= in->t_up) {
+		char up[32];
+
+		snprintf(up, sizeof(up), "port-up simib%d 1", 1 + in->rail);
+		sv(up);
+		in->phase = 2;
+	} else if (in->phase == 1 && in->kind != FK_PORT) {
+		in->phase = 2;
+	}
+	if (in->phase == 2) {
+		if (fault_over(in, cn)) {
+			in->phase = 0;
+			in->next = now + (10 + (double)(fh_rand(&in->rng) % 90)) / 1000;
+		} else {
+			FH_CHECK(now - in->t0 < 120 * fh_scale(), "fault %s (%s on connection %d, "
+				 "rail %d): the comms did not fail over and recover in %.0f s", in->cmd,
+				 fk_name[in->kind], in->conn, in->rail, now - in->t0);
+		}
+		return;
+	}
+	if (in->phase || now < in->next)
+		return;
+	for (c = O.conns; c < nconns(); c++) {
+		left = cn[c].nsteps - cn[c].retired < left ? cn[c].nsteps - cn[c].retired : left;
+		if (!fused_healthy(cn[c].comm))
+			return;
+	}
+	if (left > RUNWAY)
+		inject(in, cn);
+}
+
+/* A port the last fault left down comes back (a connection ended first). */
+static void inject_end(struct injector *in)
+{
+	long n = 0;
+
+	if (in->phase == 1 && in->kind == FK_PORT) {
+		char up[32];
+
+		snprintf(up, sizeof(up), "port-up simib%d 1", 1 + in->rail);
+		sv(up);
+	}
+	for (int k = 0; k < FK_N; k++)
+		n += in->faults[k];
+	fh_log("sender: %ld faults injected: %ld %s, %ld %s, %ld %s, %ld %s, %ld %s", n,
+	       in->faults[0], fk_name[0], in->faults[1], fk_name[1], in->faults[2], fk_name[2],
+	       in->faults[3], fk_name[3], in->faults[4], fk_name[4]);
+	FH_CHECK(n > 0, "--failover: no fault was injected");
+}
+
+/* ---- the two processes --------------------------------------------------------------- */
 
 static int receiver(int hout)
 {
@@ -326,38 +561,42 @@ static int receiver(int hout)
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
 	void *lc[MAXK];
 	uint8_t *scratch = malloc(SLOT_BYTES);
+	struct tally t = { 0, 0, 0, 0 };
 	struct fh f;
-	int devs[2], c, left, rc;
+	int devs[3], c, left, rc;
 	long bytes = 0, msgs = 0;
 	double last = fh_now();
 
 	rc = open_devs(&f, devs);
 	if (rc)
 		return rc;
-	for (c = 0; c < O.conns; c++) {
+	for (c = 0; c < nconns(); c++) {
 		memset(handle, 0, sizeof(handle));
-		FH_OK(f.net->listen(f.ctx, devs[c & 1], handle, &lc[c]));
+		FH_OK(f.net->listen(f.ctx, conn_dev(devs, c), handle, &lc[c]));
 		FH_CHECK(fh_write_all(hout, handle, sizeof(handle)) == 0, "handle pipe");
 	}
-	for (c = 0; c < O.conns; c++) {
+	for (c = 0; c < nconns(); c++) {
 		FH_OK(fh_accept(&f, lc[c], &cn[c].comm, 60));
 		FH_OK(f.net->closeListen(lc[c]));
 		setup_conn(&f, &cn[c], c);
 	}
 	do {
 		left = 0;
-		for (c = 0; c < O.conns; c++) {
+		for (c = 0; c < nconns(); c++) {
 			if (recv_pass(&f, c, &cn[c], scratch, &bytes))
 				last = fh_now();
 			left |= cn[c].retired < cn[c].nsteps;
 		}
 		FH_CHECK(fh_now() - last < STALL_S, "receiver: no progress for %.0f s", STALL_S);
 	} while (left);
-	for (c = 0; c < O.conns; c++) {
+	for (c = 0; c < nconns(); c++) {
 		msgs += cn[c].msgs;
-		teardown(&f, &cn[c], 0);
+		teardown(&f, &cn[c], 0, &t);
 	}
-	fh_log("receiver: %ld messages, %.1f MiB verified", msgs, (double)bytes / (1 << 20));
+	fh_log("receiver: %ld messages, %.1f MiB verified, %llu eager, %llu failover rounds", msgs,
+	       (double)bytes / (1 << 20), (unsigned long long)t.eager,
+	       (unsigned long long)t.rounds);
+	check_eager("receiver", &t);
 	free(scratch);
 	fh_close(&f);
 	return 0;
@@ -366,40 +605,53 @@ static int receiver(int hout)
 static int sender(int hin)
 {
 	static struct conn cn[MAXK];
+	static struct injector in;
 	char handles[MAXK][NCCL_NET_HANDLE_MAXSIZE];
 	ncclNetDeviceHandle_v12_t *dh = NULL;
+	struct tally t = { 0, 0, 0, 0 };
 	struct fh f;
-	int devs[2], c, left, rc, nconn = 0;
+	int devs[3], c, left, rc, nconn = 0;
 	double last = fh_now();
 
 	rc = open_devs(&f, devs);
 	if (rc)
 		return rc;
-	for (c = 0; c < O.conns; c++)
+	for (c = 0; c < nconns(); c++)
 		FH_CHECK(fh_read_all(hin, handles[c], NCCL_NET_HANDLE_MAXSIZE, 60) == 0,
 			 "no handle from the receiver");
-	while (nconn < O.conns) {
-		for (c = 0; c < O.conns; c++)
+	while (nconn < nconns()) {
+		for (c = 0; c < nconns(); c++)
 			if (!cn[c].comm) {
-				FH_OK(f.net->connect(f.ctx, devs[c & 1], handles[c], &cn[c].comm, &dh));
+				FH_OK(f.net->connect(f.ctx, conn_dev(devs, c), handles[c], &cn[c].comm,
+						     &dh));
 				nconn += cn[c].comm != NULL;
 			}
 		FH_CHECK(fh_now() - last < 60, "connect did not finish");
 	}
-	for (c = 0; c < O.conns; c++)
+	for (c = 0; c < nconns(); c++)
 		setup_conn(&f, &cn[c], c);
+	in.rng = O.seed ^ 0xfa11;
+	in.next = fh_now() + 0.05;
 	last = fh_now();
 	do {
 		left = 0;
-		for (c = 0; c < O.conns; c++) {
+		for (c = 0; c < nconns(); c++) {
 			if (send_pass(&f, c, &cn[c]))
 				last = fh_now();
 			left |= cn[c].retired < cn[c].nsteps;
 		}
+		if (O.fused)
+			inject_step(&in, cn);
 		FH_CHECK(fh_now() - last < STALL_S, "sender: no progress for %.0f s", STALL_S);
 	} while (left);
-	for (c = 0; c < O.conns; c++)
-		teardown(&f, &cn[c], 1);
+	if (O.fused)
+		inject_end(&in);
+	for (c = 0; c < nconns(); c++)
+		teardown(&f, &cn[c], 1, &t);
+	fh_log("sender: %llu eager, %llu failover rounds, %llu error completions",
+	       (unsigned long long)t.eager, (unsigned long long)t.rounds,
+	       (unsigned long long)t.wc_errors);
+	check_eager("sender", &t);
 	fh_close(&f);
 	return 0;
 }
@@ -417,12 +669,29 @@ static void parse(int argc, char **argv)
 			O.depth = atoi(v), i++;
 		else if (!strcmp(argv[i], "--seed"))
 			O.seed = strtoull(v, NULL, 0), i++;
+		else if (!strcmp(argv[i], "--failover"))
+			O.fused = atoi(v), i++;
 		else
-			FH_FAIL("usage: %s [--messages N] [--conns K] [--depth D] [--seed S]", argv[0]);
+			FH_FAIL("usage: %s [--messages N] [--conns K] [--depth D] [--seed S] "
+				"[--failover F]", argv[0]);
 	}
-	FH_CHECK(O.messages > 0 && O.conns >= 1 && O.conns <= MAXK && O.depth >= 1 &&
-			 O.depth <= MAXD, "option out of range (conns 1..%d, depth 1..%d)", MAXK,
+	FH_CHECK(O.messages > 0 && O.conns >= 1 && O.fused >= 0 && nconns() <= MAXK &&
+			 O.depth >= 1 && O.depth <= MAXD,
+		 "option out of range (conns 1..%d with the failover ones, depth 1..%d)", MAXK,
 		 MAXD);
+}
+
+/* --failover: the fused NIC's devices, failover and recovery on (both processes). */
+static void failover_env(void)
+{
+	setenv("SIMVERBS_DEVICES", "simib0:ll=ib;simroce0:ll=eth;simib1:ll=ib;simib2:ll=ib", 1);
+	unsetenv("NCCL_IB_HCA");
+	setenv("NCCL_IB_RESILIENCY_PORT_FAILOVER", "1", 1);
+	setenv("NCCL_IB_RESILIENCY_PORT_RECOVERY", "1", 1);
+	setenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "20", 0);
+	setenv("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX", "1000", 0);
+	/* a message may see several faults while it waits for its receive */
+	setenv("NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS", "1000", 0);
 }
 
 int main(int argc, char **argv)
@@ -430,21 +699,30 @@ int main(int argc, char **argv)
 	int p[2], st_r, st_s;
 	pid_t pr, ps;
 	double t0 = fh_now();
+	const char *name = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 
 	/* fault_soak_qps: the same soak over 4 QPs per connection, messages split over them. */
-	if (strstr(argv[0], "_qps")) {
+	if (!strcmp(name, "fault_soak_qps")) {
 		setenv("NCCL_IB_QPS_PER_CONNECTION", "4", 0);
 		setenv("NCCL_IB_SPLIT_DATA_ON_QPS", "1", 0);
 		O.messages = 10000;
 	}
+	/* fault_soak_fo: a short soak with faults injected into 2 fused-NIC connections. */
+	if (!strcmp(name, "fault_soak_fo")) {
+		O.messages = 6000;
+		O.fused = 2;
+	}
 	if (getenv("FAULT_SOAK_MESSAGES")) /* check-valgrind runs a short one */
 		O.messages = atol(getenv("FAULT_SOAK_MESSAGES"));
 	parse(argc, argv);
+	if (O.fused)
+		failover_env();
 	/* make check: 60 s per 20k messages is far beyond need; long runs set no limit */
 	if (O.messages <= 100000)
 		fh_watchdog(180);
-	fh_log("soak: %ld messages, %d connections, depth %d, seed 0x%llx", O.messages, O.conns,
-	       O.depth, (unsigned long long)O.seed);
+	fh_log("soak: %ld messages, %d connections%s, depth %d, seed 0x%llx", O.messages, nconns(),
+	       O.fused ? " (the last ones over the fused NIC, faults injected)" : "", O.depth,
+	       (unsigned long long)O.seed);
 	FH_CHECK(pipe(p) == 0, "pipe");
 	pr = fork();
 	if (pr == 0) {
