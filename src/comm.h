@@ -248,11 +248,13 @@ enum nv_comm_type { NV_COMM_LISTEN = 1, NV_COMM_SEND, NV_COMM_RECV };
 /*
  * A comm's counters: written by its progress thread only, with plain stores
  * (no lock, no atomic), and read only by that thread (state lines, stall
- * reports; state.c). The sum msgs + flushes is the progress count the idle
- * path stores into the sink's `waiting` word for the stall check (event.h).
+ * reports; state.c). `done` is the progress count the idle path stores into
+ * the sink's `waiting` word for the stall check (event.h); the messages
+ * completed are derived from it: done - flushes + grouped (nv_comm_msgs).
  */
 struct nv_comm_stats {
-	uint64_t msgs;		/* messages completed (test() done): sent or received */
+	uint64_t done;		/* requests test() returned done (flushes included) */
+	uint64_t grouped;	/* messages of grouped receives beyond the first of each */
 	uint64_t bytes;		/* their bytes (received: what arrived) */
 	uint64_t flushes;	/* GPU flushes completed */
 	uint64_t eager;		/* messages that went eager (sent, or taken from the ring) */
@@ -283,6 +285,7 @@ struct nv_comm {
 	uint64_t last_clock_ns;		/* last clock read by the liveness check */
 	uint32_t idle_polls;		/* waits without progress since the last clock read */
 	uint32_t live_stride;		/* idle polls per clock read (nv_liveness_stride) */
+	uint64_t live_done;		/* st.done the liveness check last saw */
 	int probe_pending;		/* connect-time probes not yet completed */
 	uint64_t probe_out;		/* what our probe writes into the peer's probe word */
 	uint64_t probe_want;		/* what the peer's probe must leave in ours */
@@ -459,6 +462,11 @@ const char *nv_comm_hs_ident(const struct nv_comm *c, const char *word, char *bu
 void nv_comm_fail(struct nv_comm *c, nv_status_t st, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* ---- state lines and stall reports (state.c) ------------------------------ */
+/* Messages completed (test() done), sent or received: from the counters above. */
+static inline uint64_t nv_comm_msgs(const struct nv_comm *c)
+{
+	return c->st.done - c->st.flushes + c->st.grouped;
+}
 /*
  * One grep-able line of the comm's state: "<type> <ident>: head .., N
  * outstanding [seq S age A ms B bytes tag T ...], cts ..., last progress ..,
@@ -481,8 +489,9 @@ void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc);
 /*
  * Idle polls until the next clock read, given the current stride and the
  * time that stride of polls took: doubles (to NV_LIVENESS_POLLS) while it
- * took under NV_LIVENESS_STRIDE_NS, back to 1 otherwise; test() sets it to
- * 1 whenever a request completes, so every wait starts at 1. A busy poller
+ * took under NV_LIVENESS_STRIDE_NS, back to 1 otherwise; the check sets it
+ * to 1 when a request completed since its last call (st.done moved), so
+ * every wait starts at 1. A busy poller
  * thus reads the clock about once per NV_LIVENESS_STRIDE_NS; one that polls
  * slowly reads it on every poll, so skipping never delays its check by more
  * than about NV_LIVENESS_STRIDE_NS (only a caller that slows down from busy

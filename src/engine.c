@@ -293,6 +293,10 @@ __attribute__((noinline)) nv_status_t nv_comm_liveness(struct nv_comm *c,
 {
 	uint64_t now;
 
+	if (c->live_done != c->st.done) { /* progress: this wait reads the clock at once */
+		c->live_done = c->st.done;
+		c->live_stride = 1;
+	}
 	if (++c->idle_polls < c->live_stride)
 		return NV_OK; /* a busy poller reads the clock only every few polls */
 	c->idle_polls = 0;
@@ -351,21 +355,20 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 		}
 	}
 	*done = 1;
-	c->live_stride = 1; /* progress: the next wait starts reading the clock at once */
-	/* test's sizes are int in every ABI version: exact up to INT_MAX, then INT_MAX;
-	 * the comm's counters (comm.h) count what completes here */
+	/* the comm's counters (comm.h) count what completes here; st.done is also
+	 * the progress the liveness check and the stall check look for */
+	c->st.done++;
+	/* test's sizes are int in every ABI version: exact up to INT_MAX, then INT_MAX */
 	if (r->type == NV_REQ_SEND) {
-		c->st.msgs++;
 		c->st.bytes += r->size;
 		if (sizes)
 			sizes[0] = r->size > INT_MAX ? INT_MAX : (int)r->size;
 	} else if (r->type == NV_REQ_RECV && nv_likely(r->nreqs == 1)) {
-		c->st.msgs++;
 		c->st.bytes += r->sizes[0];
 		if (sizes)
 			sizes[0] = r->sizes[0] > INT_MAX ? INT_MAX : (int)r->sizes[0];
 	} else if (r->type == NV_REQ_RECV) {
-		c->st.msgs += r->nreqs;
+		c->st.grouped += r->nreqs - 1;
 		for (i = 0; i < r->nreqs; i++) {
 			c->st.bytes += r->sizes[i];
 			if (sizes)

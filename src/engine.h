@@ -79,7 +79,7 @@ static inline nv_status_t nv_comm_idle(struct nv_comm *c, const struct nv_reques
 {
 	if (nv_likely(atomic_load_explicit(&c->sink.watched, memory_order_relaxed))) {
 		/* the progress count, odd (never 0): the stall check's view (event.h) */
-		atomic_store_explicit(&c->sink.waiting, (int)((c->st.msgs + c->st.flushes) * 2 + 1),
+		atomic_store_explicit(&c->sink.waiting, (int)(c->st.done * 2 + 1),
 				      memory_order_relaxed);
 		if (nv_likely(!atomic_load_explicit(&c->sink.peer_gone, memory_order_acquire)))
 			return NV_OK;

@@ -153,7 +153,7 @@ void nv_comm_state(const struct nv_comm *c, uint64_t since_ms, char *buf, size_t
 	if (since_ms)
 		nv_put(buf, len, &used, "; last progress over %" PRIu64 " ms ago", since_ms);
 	nv_put(buf, len, &used, "; msgs=%" PRIu64 " bytes=%" PRIu64 " eager=%" PRIu64 " cts_waits=%"
-	       PRIu64 " wc_errors=%" PRIu64 " failovers=%" PRIu64 " flushes=%" PRIu64, st->msgs,
+	       PRIu64 " wc_errors=%" PRIu64 " failovers=%" PRIu64 " flushes=%" PRIu64, nv_comm_msgs(c),
 	       st->bytes, st->eager, st->cts_waits, st->wc_errors, st->failovers, st->flushes);
 	if (c->error != NV_OK)
 		nv_put(buf, len, &used, "; error: %.200s", c->why);
