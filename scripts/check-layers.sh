@@ -38,6 +38,7 @@ ranks='
 2.03 device.c
 2.04 props.c
 2.05 route.c
+2.055 wqelat.c wqelat.h
 2.06 event.c event.h
 2.07 gdr.c
 2.08 mr.c mr.h

@@ -2,9 +2,9 @@
 # devices, GDR, MR cache. NV_BASE_SOURCES and NV_COMM_SOURCES (src/comm.mk)
 # make up libnvcore.la, which the plugin and the unit tests (test/unit/unit.mk) link.
 NV_BASE_SOURCES = src/log.c src/os.c src/param.c src/ibv.c src/ibv_load.c src/select.c src/device.c src/devset.c src/props.c src/route.c src/event.c \
-	src/gdr.c src/mr.c src/hwcnt.c src/census.c
+	src/gdr.c src/mr.c src/hwcnt.c src/census.c src/wqelat.c
 noinst_HEADERS += src/nv_common.h src/nv_api.h src/log.h src/os.h src/param.h src/ibv.h src/ibv_syms.h src/device.h src/devset.h src/select.h \
-	src/event.h src/mr.h src/hwcnt.h src/census.h src/plugin.h \
+	src/event.h src/mr.h src/hwcnt.h src/census.h src/wqelat.h src/plugin.h \
 	include/nccl/err.h include/nccl/common.h include/nccl/net_device.h include/nccl/net.h \
 	include/nccl/net_v6.h include/nccl/net_v7.h include/nccl/net_v8.h include/nccl/net_v9.h \
 	include/nccl/net_v10.h include/nccl/net_v11.h include/nccl/net_v12.h \

@@ -53,6 +53,7 @@
 #include "nv_common.h"
 #include "sock.h"
 #include "wire.h"
+#include "wqelat.h"
 
 #define NV_COMM_MAX_DEVS NV_MAX_DEVS_PER_VDEV	/* 8 */
 #define NV_MAX_REQUESTS 32			/* NCCL_NET_MAX_REQUESTS */
@@ -294,6 +295,7 @@ struct nv_comm {
 	int free_head;			/* -1: pool empty */
 	nv_status_t error;		/* sticky */
 	struct nv_fo *fo;		/* failover state (failover.c); NULL: off */
+	struct nv_wqe_mon *wqe;		/* send: WR latency monitor (wqelat.h); NULL: off */
 	struct nv_comm_stats st;	/* counters (above) */
 	char why[NV_COMM_WHY_LEN];
 	uint8_t sl, tc;
@@ -482,6 +484,9 @@ void nv_comm_take_report(struct nv_comm *c);
 int nv_comm_outstanding(const struct nv_comm *c);
 /* Sets the sink's ident and port for reports (once the QPs are connected). */
 void nv_comm_set_ident(struct nv_comm *c);
+/* Send comms, once connected and before the sink is watched: the WR latency
+ * monitor (c->wqe, wqelat.h) when NCCL_IB_WQE_LATENCY_THRESHOLD_NS > 0. */
+void nv_comm_wqe_start(struct nv_comm *c);
 
 /* Logs and formats one error completion into c (sticky). diag.c */
 void nv_comm_wc_error(struct nv_comm *c, int dev, const struct ibv_wc *wc);

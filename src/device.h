@@ -62,6 +62,7 @@
 #define NV_REPORT_STALL 1		/* report_kind: no progress for NCCL_VERBS_STALL_MS */
 #define NV_REPORT_DUMP 2		/* report_kind: a state dump was asked for */
 #define NV_SINK_IDENT_LEN 192
+struct nv_wqe_mon;
 struct nv_async_sink {
 	atomic_int fatal;      /* bits above */
 	char what[NV_WHY_MAX]; /* text of the event; complete before the event bits are set */
@@ -100,6 +101,9 @@ struct nv_async_sink {
 	uint64_t report_stall_ms;	/* how long without progress (stall) */
 	uint64_t report_since_ms;	/* last progress seen this many ms ago (0: unknown) */
 	char report_cnt[512];		/* the port's counter deltas (stall) */
+	/* NCCL_IB_WQE_LATENCY_THRESHOLD_NS (wqelat.h): the comm's monitor, whose stall
+	 * lines the sweep logs; set before the sink is watched, freed after it detached */
+	struct nv_wqe_mon *wqe;
 };
 /* A clock the event threads advance every sweep (ns, 0 until one runs); the data
  * path reads it to stamp requests, for their age in stall reports and dumps. */

@@ -142,6 +142,8 @@ nv_status_t nv_eager_isend(struct nv_send_comm *s, void *data, size_t size, int 
 	q->outstanding++;
 	if (nv_unlikely(nv_prof_cb != NULL))
 		nv_prof_qp_start(req, phandle, q->dev, q->qp->qp_num, wr->opcode, size, wr->wr_id);
+	if (nv_unlikely(c->wqe != NULL)) /* NCCL_IB_WQE_LATENCY_THRESHOLD_NS */
+		nv_wqe_post(&c->wqe->qp[0]);
 	if (nv_ibv_post_send(q->qp, wr, &bad) != NV_OK) {
 		nv_comm_fail(c, NV_ERR_SYSTEM, "posting an eager message on QP 0x%x to %s failed",
 			     q->qp->qp_num, c->peer);

@@ -78,6 +78,8 @@ static inline __attribute__((always_inline)) void nv_send_done(struct nv_send_co
 	int r;
 
 	c->qps[NV_WRID_QP(wc->wr_id)].outstanding -= (int)NV_WRID_NWR(wc->wr_id);
+	if (nv_unlikely(c->wqe != NULL)) /* NCCL_IB_WQE_LATENCY_THRESHOLD_NS */
+		nv_wqe_done(c->wqe, (int)NV_WRID_QP(wc->wr_id));
 	if (--sl->pending > 0)
 		return;
 	if (nv_likely(sl->nreqs == 1))
@@ -193,6 +195,8 @@ static inline __attribute__((always_inline)) nv_status_t nv_wc_dispatch(struct n
 
 		c->qps[NV_WRID_QP(wc->wr_id) % (unsigned)c->nqps].outstanding -=
 			(int)NV_WRID_NWR(wc->wr_id);
+		if (nv_unlikely(c->wqe != NULL))
+			nv_wqe_done(c->wqe, 0);
 		r->done = 1;
 		break;
 	}

@@ -21,6 +21,7 @@
 #include "ibv.h"
 #include "os.h"
 #include "param.h"
+#include "wqelat.h"
 
 static pthread_mutex_t nv_sink_lock = PTHREAD_MUTEX_INITIALIZER; /* sinks, HCA lists */
 
@@ -344,6 +345,8 @@ void nv_hca_sink_sweep_at(struct nv_hca *h, uint64_t now, int dump)
 			continue;
 		w = atomic_exchange_explicit(&s->waiting, 0, memory_order_relaxed);
 		nv_sink_stall_locked(h, s, w, now);
+		if (s->wqe)
+			nv_wqe_scan(s->wqe, now, w != 0); /* "WQE stall (no CQE)" lines */
 		if (!w)
 			continue;
 		if (atomic_load_explicit(&s->fo_wake, memory_order_relaxed) &&

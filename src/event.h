@@ -48,7 +48,8 @@ void nv_hca_sink_sweep(struct nv_hca *hca);
  * to do) stayed the same over that time is asked for a stall report, with
  * its port's counter deltas; the next one no sooner than 30 s later (or the
  * knob's time). A report its comm does not take within 1 s is logged here
- * from the sink's ident.
+ * from the sink's ident. It also logs the "WQE stall (no CQE)" lines of the
+ * comms with a WR latency monitor (sink->wqe, wqelat.h).
  */
 void nv_hca_sink_sweep_at(struct nv_hca *hca, uint64_t now, int dump);
 

@@ -88,6 +88,14 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 		"device list's order"),
 	INT_ROW(NV_PARAM_IB_WARN_RAIL_LOCAL, "NCCL_IB_WARN_RAIL_LOCAL", 0, 0, 1,
 		"1: INFO when a connection's two sides use different physical devices"),
+	INT_ROW(NV_PARAM_IB_WQE_LATENCY_THRESHOLD_NS, "NCCL_IB_WQE_LATENCY_THRESHOLD_NS", 0, 0,
+		3600000000000,
+		"ns: each QP of a send comm times one data WR at a time, post to completion; "
+		"above this, an INFO (NET) 'WQE slow' line, and 'WQE stall (no CQE)' for a WR "
+		"older than this with no completion (each at most once a second per QP); 0: off"),
+	INT_ROW(NV_PARAM_IB_WQE_LATENCY_REPORT, "NCCL_IB_WQE_LATENCY_REPORT", 1, 0, 1,
+		"with NCCL_IB_WQE_LATENCY_THRESHOLD_NS > 0, 1: an INFO (NET) line per QP at close "
+		"with the count, slow count, mean, stddev, p50/p90/p99/p99.9 and max"),
 	INT_ROW(NV_PARAM_IB_MQP_RETRY_ALL, "NCCL_IB_MQP_RETRY_ALL", 0, 0, 1,
 		"1: retry a failed ibv_modify_qp whatever the error; 0: only on ETIMEDOUT"),
 	INT_ROW(NV_PARAM_IB_MQP_RETRY_CNT, "NCCL_IB_MQP_RETRY_CNT", 34, 0, 1000,

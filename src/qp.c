@@ -515,6 +515,7 @@ nv_status_t nv_comm_qp_restart(struct nv_comm *c, int i, uint32_t psn)
 	if (st == NV_OK)
 		st = nv_comm_qp_rts(c, i, psn);
 	q->outstanding = q->unsignalled = q->recv_outstanding = 0;
+	nv_wqe_reset(c->wqe, i);
 	return st;
 }
 
@@ -709,6 +710,9 @@ nv_status_t nv_comm_destroy(struct nv_comm *c)
 		if (d->hca)
 			nv_hca_sink_detach(d->hca, &d->sink_link);
 	}
+	c->sink.wqe = NULL; /* detached from every HCA: no sweep reaches it any more */
+	free(c->wqe);
+	c->wqe = NULL;
 	free(c->qps);
 	c->qps = NULL;
 	c->nqps = 0;
@@ -762,6 +766,7 @@ void nv_send_comm_ready(struct nv_send_comm *sc)
 	sc->base.last_alive_ns = nv_now_ns();
 	nv_sock_keepalive(sc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);
 	nv_comm_set_ident(&sc->base);
+	nv_comm_wqe_start(&sc->base);
 	nv_hca_sink_watch(sc->base.dev[0].hca, &sc->base.sink, sc->base.fd);
 }
 
@@ -791,6 +796,7 @@ static nv_status_t nv_comm_close(void *comm, int type, const char *fn)
 	}
 	if (nv_comm_outstanding(c))
 		nv_comm_dump(c, 0, "closed with requests outstanding");
+	nv_wqe_summary(c->wqe); /* NCCL_IB_WQE_LATENCY_REPORT */
 	st = nv_comm_destroy(c); /* requests still outstanding die with the QPs */
 	c->type = 0;
 	free(c);

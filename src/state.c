@@ -14,6 +14,7 @@
 
 #include "comm.h"
 #include "event.h"
+#include "ibv.h"
 #include "os.h"
 
 #define NV_STATE_LINE 2048
@@ -237,4 +238,27 @@ void nv_comm_set_ident(struct nv_comm *c)
 
 	snprintf(id, sizeof(id), "%s %s", nv_comm_kind(c), nv_comm_ident(c, who, sizeof(who)));
 	nv_sink_set_ident(&c->sink, c->dev[0].dev ? c->dev[0].dev->port : 1, id);
+}
+
+void nv_comm_wqe_start(struct nv_comm *c)
+{
+	char ident[NV_WQE_IDENT_LEN], lg[64], rg[64];
+	int i;
+
+	c->wqe = nv_wqe_new(c->nqps, c->peer);
+	for (i = 0; c->wqe && i < c->nqps; i++) {
+		const struct nv_comm_qp *q = &c->qps[i];
+		const struct nv_comm_dev *d = &c->dev[q->dev];
+		const struct nv_meta_dev *r = &c->rmeta->dev[q->rdev];
+		int roce = d->dev->link_layer == IBV_LINK_LAYER_ETHERNET; /* GIDs: as NCCL */
+
+		snprintf(ident, sizeof(ident), "peer=%s | local: qpn=%u dev=%s port=%u lid=%u "
+			 "localGid=%s | remote: qpn=%u port=%u lid=%u remoteGid=%s", c->peer,
+			 q->qp->qp_num, d->hca->name, d->dev->port, d->dev->lid,
+			 roce ? nv_ibv_gid_str(&d->gid.gid, lg, sizeof(lg)) : "", q->rqpn, r->port,
+			 r->lid, roce ? nv_ibv_gid_str((const union ibv_gid *)r->gid, rg, sizeof(rg))
+				      : "");
+		nv_wqe_qp_set(c->wqe, i, q->qp->qp_num, d->hca->name, d->dev->port, ident);
+	}
+	c->sink.wqe = c->wqe; /* the event thread's stall lines, once the sink is watched */
 }

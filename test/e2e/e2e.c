@@ -24,6 +24,7 @@ static pthread_mutex_t e2e_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char e2e_warn_buf[E2E_WARN_BUF];
 static size_t e2e_warn_len;
 static int e2e_warns;
+int e2e_record_info;
 
 void e2e_fail(const char *file, int line, const char *fmt, ...)
 {
@@ -55,14 +56,16 @@ void e2e_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, 
 	va_list ap;
 
 	(void)flags;
-	if (level != NCCL_LOG_WARN && !getenv("E2E_VERBOSE"))
+	if (level != NCCL_LOG_WARN && !getenv("E2E_VERBOSE") &&
+	    !(level == NCCL_LOG_INFO && e2e_record_info))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "[%d] %s %s:%d %s\n", (int)getpid(), level == NCCL_LOG_WARN ? "WARN" : "INFO",
-		file, line, msg);
-	if (level != NCCL_LOG_WARN)
+	if (level == NCCL_LOG_WARN || getenv("E2E_VERBOSE"))
+		fprintf(stderr, "[%d] %s %s:%d %s\n", (int)getpid(),
+			level == NCCL_LOG_WARN ? "WARN" : "INFO", file, line, msg);
+	if (level != NCCL_LOG_WARN && !(level == NCCL_LOG_INFO && e2e_record_info))
 		return;
 	pthread_mutex_lock(&e2e_log_lock);
 	e2e_warns++;

@@ -63,6 +63,10 @@ void e2e_close(struct e2e_net *n);
 void e2e_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
 		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* Non-zero: e2e_logger records INFO messages too, among the WARNs (for tests of
+ * what the plugin reports at INFO level). */
+extern int e2e_record_info;
+
 /* WARN messages recorded by e2e_logger since the last reset. */
 int e2e_warn_count(void);
 int e2e_warned(const char *substring);

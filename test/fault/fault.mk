@@ -35,6 +35,7 @@ FAULT_TESTS = \
 	test/fault/fault_fo_idle \
 	test/fault/fault_credit \
 	test/fault/fault_stall \
+	test/fault/fault_wqelat \
 	test/fault/fault_eager \
 	test/fault/fault_sqroom
 
@@ -44,6 +45,9 @@ TESTS += $(FAULT_TESTS)
 test_fault_fault_stall_SOURCES = test/fault/fault_stall.c
 test_fault_fault_stall_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_stall_LDADD = $(FAULT_LDADD)
+test_fault_fault_wqelat_SOURCES = test/fault/fault_wqelat.c
+test_fault_fault_wqelat_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_wqelat_LDADD = $(FAULT_LDADD)
 test_fault_fault_credit_SOURCES = test/fault/fault_credit.c
 test_fault_fault_credit_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_credit_LDADD = $(FAULT_LDADD)
