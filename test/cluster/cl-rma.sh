@@ -10,6 +10,8 @@
 #     down, stays true once it is back up, context 0 refuses work, context 1 carries again.
 #  2. 3 ranks on 3 hosts through the v14 table, the last one killed: every other rank's put
 #     to it fails, queryLastError turns true and stays, context 1 still carries.
+# CL_RMA_WINDOWS=4K,16M,1G (by hand; docs/rma.md) adds windows to case 1 (default 4K,16M: a
+# 1 GiB window takes 1 GiB per rank and tens of seconds on a loaded 2-core machine).
 . "$(dirname "$0")/cl-common.sh"
 HARNESS=$NV_TOP_BUILDDIR/test/rma/rma_harness
 [ -x "$HARNESS" ] || fail "$HARNESS not built"
@@ -38,7 +40,7 @@ all_files() {
 pd=$TMP/portdown
 mkdir -p "$pd"
 for r in 0 1 2 3; do
-	rma_rank cases "h$((r % 2))" "$r" 4 -W 4K,16M -L "h1,$pd"
+	rma_rank cases "h$((r % 2))" "$r" 4 -W "${CL_RMA_WINDOWS:-4K,16M}" -L "h1,$pd"
 done
 cl_until 240 all_files "$pd" ready 4 && [ -e "$pd/ready.3" ] && [ -e "$pd/ready.2" ] &&
 	[ -e "$pd/ready.1" ] && [ -e "$pd/ready.0" ] ||
@@ -47,6 +49,9 @@ down_ms=$(date +%s%3N)
 "$SC" link h1 0 down || fail "sim-cluster link h1 0 down"
 cl_until 60 all_files "$pd" failed 4
 "$SC" link h1 0 up || fail "sim-cluster link h1 0 up"
+# the port follows the link (sysfs ACTIVE) a moment later; new work waits for that
+port_active() { case $(cl_exec h1 -- cat /sys/class/infiniband/mlx5_0/ports/1/state) in *ACTIVE*) ;; *) return 1 ;; esac; }
+cl_until 30 port_active || fail "h1's port not ACTIVE 30 s after its link came up"
 touch "$pd/up"
 cl_wait
 [ "$rc" = 0 ] || { cl_show cases 40; fail "4 ranks on 2 hosts: $rc of 4 ranks failed"; }
