@@ -9,3 +9,9 @@ test_rma_rma_harness_SOURCES = test/rma/rma_harness.c test/rma/rma_harness.h \
 test_rma_rma_harness_LDADD = -ldl
 TESTS += test/rma/rma-harness.sh
 EXTRA_DIST += test/rma/rma-harness.sh
+# NCCL's loader's path to our tables (plugin_open.cc, rma.cc): by name through
+# NCCL_NET_PLUGIN, the version loop, init and devices.
+check_PROGRAMS += test/rma/rma_loader
+test_rma_rma_loader_SOURCES = test/rma/rma_loader.c
+test_rma_rma_loader_LDADD = -ldl
+TESTS += test/rma/rma_loader
