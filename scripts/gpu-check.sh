@@ -10,13 +10,18 @@
 #   gdr   SIMVERBS_GPUDIRECT=1 + NCCL_NET_GDR_LEVEL=SYS: simverbs registers GPU
 #         memory and moves it with CUDA IPC; NCCL uses regMr(NCCL_PTR_CUDA) /
 #         regMrDmaBuf and iflush (the log must show /GDRDMA channels).
-# and the plugin's e2e_gpu test in gdr mode.  Logs and summary.txt go to one
-# folder.  Without a GPU it says so and exits 77.
+# and the plugin's e2e_gpu test in gdr mode; then one-sided operations: with
+# every NCCL 2.30+ found, test/gpu/nccl-putsignal (ncclPutSignal, ncclSignal,
+# ncclWaitSignal over symmetric windows of ncclMemAlloc memory, every byte
+# checked) with 2 and 4 ranks in gdr mode, NCCL's log naming our RMA tables
+# (docs/rma.md; older NCCLs are listed as skipped).  Logs and summary.txt go
+# to one folder.  Without a GPU it says so and exits 77.
 #
 # usage: scripts/gpu-check.sh [--out DIR] [--build DIR] [--max BYTES] [--ranks "2 4"]
 #                             [--modes "host gdr"] [--detect]
 # GPU_CHECK_ENV="VAR=value ..." adds environment to every client run;
-# GPU_CHECK_BUDGET_S (default 270) bounds the time spent on client runs.
+# GPU_CHECK_BUDGET_S (default 270) bounds the time spent on client runs,
+# GPU_CHECK_RMA_S (default 120) the one-sided runs after them.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -110,7 +115,7 @@ done
 # carried from another machine may lack a library or need a newer glibc).
 usable() {
 	local b=$1 f
-	for f in "$b/test/gpu/nccl-allreduce" "$b/.libs/libnccl-net-verbs.so" \
+	for f in "$b/test/gpu/nccl-allreduce" "$b/test/gpu/nccl-putsignal" "$b/.libs/libnccl-net-verbs.so" \
 		 "$b/test/simverbs/.libs/libibverbs.so.1" "$b/test/e2e/e2e_gpu"; do
 		[ -e "$f" ] || return 1
 		LD_LIBRARY_PATH="$b/test/simverbs/.libs:$first_nccl:$cuda_libs" ldd "$f" 2>&1 |
@@ -125,7 +130,8 @@ build_all() {
 		[ -x "$top/configure" ] || (cd "$top" && ./autogen.sh) || return 1
 		"$top/configure" ${nccl_inc:+--with-nccl=$nccl_inc} || return 1
 	fi
-	make -j"$(nproc)" all && make -j"$(nproc)" test/gpu/nccl-allreduce test/e2e/e2e_gpu
+	make -j"$(nproc)" all && make -j"$(nproc)" test/gpu/nccl-allreduce test/gpu/nccl-putsignal \
+		test/e2e/e2e_gpu
 }
 # CUDA runtime for the client: the toolkit's, else the PyTorch wheel's
 cuda_libs=
@@ -238,6 +244,49 @@ for n in $ranks; do
 				fi
 			fi
 		done
+	done
+done
+# ---- one-sided: ncclPutSignal through ncclRmaPlugin_v14 (v15 for 2.31+), GPU windows, so
+# GPUDirect mode only (simverbs registers the GPU memory); 77 from the client: an NCCL older
+# than 2.30 or an nccl.h older than 2.29, listed as skipped
+run_putsignal() {	# label libdir ranks seconds; fails non-zero
+	local label=$1 lib=$2 n=$3 secs=$4 dir fab rc
+	dir=$out/$label-n$n-putsignal
+	mkdir -p "$dir"
+	fab=gpucheck-$$-$label-n$n-ps
+	env LD_LIBRARY_PATH="$simlib:$lib${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+		SIMVERBS_FABRIC="$fab" SIMVERBS_GPUDIRECT=1 NCCL_VERBS_GDR_SYSFS_ROOT="/tmp/simverbs-$(id -u)/$fab" \
+		NCCL_NET_GDR_LEVEL=SYS NCCL_NET_PLUGIN="$plugin" NCCL_NET=Verbs \
+		NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}" ${GPU_CHECK_ENV:-} \
+		timeout -k 5 "$secs" "$build/test/gpu/nccl-putsignal" -n "$n" -b 8 -e 4M -i 5 \
+		-l "$dir" -p "$plugin" > "$dir/client.out" 2>&1
+	rc=$?
+	case $rc in
+	0) say "PASS $label n=$n putsignal: $(grep -a 'B to each' "$dir/client.out" | tail -n 1)" ;;
+	77) say "SKIP $label n=$n putsignal: $(grep -a 'skipped' "$dir/client.out" | head -n 1)"; rc=0 ;;
+	*) say "FAIL $label n=$n putsignal: exit $rc (logs in $dir)"
+	   tail -n 30 "$dir/client.out"
+	   for f in "$dir"/nccl-putsignal-rank*.log; do
+		[ -e "$f" ] || continue
+		echo "---- RMA lines, WARNs and tail of $f"
+		grep -a 'RMA\|WARN' "$f" | head -n 20
+		tail -n 15 "$f"
+	   done ;;
+	esac
+	rm -rf "/tmp/simverbs-$(id -u)/$fab" 2>/dev/null
+	return $rc
+}
+rma_end=$(( $(date +%s) + ${GPU_CHECK_RMA_S:-120} ))
+for n in $ranks; do
+	echo "$nccls" | while read -r label lib; do
+		left=$((rma_end - $(date +%s)))
+		if [ "$left" -lt 20 ]; then
+			say "NOT RUN $label n=$n putsignal: time budget (GPU_CHECK_RMA_S) spent"
+			echo 1 >> "$out/.fails"
+			continue
+		fi
+		[ "$left" -gt 90 ] && left=90
+		run_putsignal "$label" "$lib" "$n" "$left" || echo 1 >> "$out/.fails"
 	done
 done
 fails=$(( efail + $(cat "$out/.fails" 2>/dev/null | wc -l) ))

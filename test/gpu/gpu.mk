@@ -7,6 +7,11 @@ check_PROGRAMS += test/gpu/nccl-allreduce
 test_gpu_nccl_allreduce_SOURCES = test/gpu/nccl-allreduce.c
 test_gpu_nccl_allreduce_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 test_gpu_nccl_allreduce_LDADD = $(NCCL_LIBS)
+# one-sided: ncclPutSignal through our RMA tables (NCCL 2.29+ headers; older: exits 77)
+check_PROGRAMS += test/gpu/nccl-putsignal
+test_gpu_nccl_putsignal_SOURCES = test/gpu/nccl-putsignal.c
+test_gpu_nccl_putsignal_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+test_gpu_nccl_putsignal_LDADD = $(NCCL_LIBS)
 # the client's own logic over stand-ins for libnccl.so.2 and the CUDA runtime
 check_LTLIBRARIES += test/gpu/fake/libnccl.la test/gpu/fake/libcudart.la
 FAKE_LIB_CFLAGS = -std=gnu11 $(NV_WARN_CFLAGS) -pthread
@@ -33,7 +38,7 @@ dist_check_SCRIPTS += test/gpu/nccl_fake.sh
 EXTRA_DIST += test/gpu/fake_nccl.c test/gpu/fake_cudart.c
 TESTS += test/gpu/gpu_check_nogpu.sh test/gpu/nccl_logcheck.sh
 dist_check_SCRIPTS += test/gpu/gpu_check_nogpu.sh test/gpu/nccl_logcheck.sh
-EXTRA_DIST += test/gpu/nccl-allreduce.c scripts/gpu-check.sh
+EXTRA_DIST += test/gpu/nccl-allreduce.c test/gpu/nccl-putsignal.c scripts/gpu-check.sh
 CUDA_BUILD_TESTS += test/gpu/e2e_gpu_fake.sh test/gpu/e2e_gpu_fake.sh-eager-off.eager0
 if HAVE_CUDA
 TESTS += test/gpu/e2e_gpu_fake.sh
