@@ -183,7 +183,13 @@ struct nv_request {
 	int16_t next_free;
 	int pending;		/* completions still expected */
 	uint64_t seq;		/* slot sequence (send/recv) */
-	uint64_t t_post;	/* nv_coarse_ns when handed out (0: no event thread yet) */
+	/* Age for stall reports and state lines, stamped off the fast path: test()
+	 * stamps a request the first time it finds it not done (NCCL tests each
+	 * request right after posting it), iflush at the post. t_post is valid for
+	 * this use of the request only when t_seq == seq (sequences only grow on a
+	 * comm); t_seq starts at UINT64_MAX. */
+	uint64_t t_post;	/* nv_coarse_ns then (0: no event thread yet) */
+	uint64_t t_seq;		/* seq when t_post was taken */
 	uint32_t sizes[NV_MAX_RECVS];	/* recv: posted capacity, then bytes received */
 	/* send only */
 	void *data;

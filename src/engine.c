@@ -353,6 +353,8 @@ nv_status_t nv_net_test(void *request, int *done, int *sizes)
 		    (st = nv_eager_test_poll((struct nv_recv_comm *)c, r)) != NV_OK)
 			return st;
 		if (!r->done) {
+			if (nv_unlikely(r->t_seq != r->seq))
+				nv_req_stamp(r); /* first seen waiting: its age starts */
 			st = nv_comm_idle(c, r);
 			if (st != NV_OK || !r->done)
 				return st;

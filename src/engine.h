@@ -35,11 +35,17 @@ static inline struct nv_request *nv_req_get(struct nv_comm *c, int type)
 	r = &c->reqs[c->free_head];
 	c->free_head = r->next_free;
 	r->type = (uint8_t)type;
-	r->t_post = atomic_load_explicit(&nv_coarse_ns, memory_order_relaxed);
 	r->done = 0;
 	r->pending = 0;
 	r->nreqs = 1;
 	return r;
+}
+
+/* The request's age stamp for this use (comm.h): off the fast path only. */
+static inline void nv_req_stamp(struct nv_request *r)
+{
+	r->t_post = atomic_load_explicit(&nv_coarse_ns, memory_order_relaxed);
+	r->t_seq = r->seq;
 }
 
 static inline void nv_req_put(struct nv_comm *c, struct nv_request *r)

@@ -67,6 +67,7 @@ static void nv_comm_reqs_init(struct nv_comm *c)
 		c->reqs[i].comm = c;
 		c->reqs[i].idx = (uint16_t)i;
 		c->reqs[i].type = NV_REQ_FREE;
+		c->reqs[i].t_seq = UINT64_MAX; /* not stamped (comm.h) */
 		c->reqs[i].next_free = (int16_t)(i + 1 < c->nreq ? i + 1 : -1);
 	}
 	c->free_head = c->nreq > 0 ? 0 : -1;

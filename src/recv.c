@@ -269,6 +269,7 @@ nv_status_t nv_net_iflush(void *recv_comm, int n, void **data, int *sizes, void 
 		return st;
 	req = nv_req_get(c, NV_REQ_FLUSH); /* nv_flush_room made sure there is one */
 	req->mem_kind = (uint8_t)mh->kind;
+	nv_req_stamp(req); /* its seq is whatever it last had: stamped here, not by test() */
 	for (d = 0; d < c->ndevs; d++) {
 		memset(&wr, 0, sizeof(wr));
 		sge.addr = (uintptr_t)&nv_recv_ctrl_of(c)->flush_word;

@@ -48,7 +48,8 @@ static uint64_t nv_req_age_ms(const struct nv_request *r)
 {
 	uint64_t now = nv_now_ns();
 
-	return r->t_post && now > r->t_post ? (now - r->t_post) / 1000000 : 0;
+	/* not stamped for this use (comm.h): not waited for yet, age 0 */
+	return r->t_seq == r->seq && r->t_post && now > r->t_post ? (now - r->t_post) / 1000000 : 0;
 }
 
 static uint64_t nv_req_bytes(const struct nv_request *r)
