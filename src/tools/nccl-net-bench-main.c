@@ -488,8 +488,17 @@ static int nb_one_test(int t, struct nb_ctx *cs, int np, struct nb_result *rs, i
 		return -1;
 	}
 	for (pl = 0; pl < np; pl++) {
+		struct nb_cost k;
+
 		nedges = nb_test_edges(t, &cs[pl], edges, max);
+		nb_cost_begin(&k);
 		if (nb_engine_connect(cs[pl].e, edges, nedges) != 0) {
+			free(edges);
+			return -1;
+		}
+		nb_cost_end(&k, cs[pl].e);
+		/* all-to-all: a comm pair per peer, what the connect phase cost each rank */
+		if (t == NB_T_ALLTOALL && !o->quiet && nb_cost_report(&cs[pl], &k) != 0) {
 			free(edges);
 			return -1;
 		}

@@ -29,13 +29,6 @@
 
 #define NB_HS NCCL_NET_HANDLE_MAXSIZE
 
-/* What the process holds; -1 where it cannot be known. */
-struct nb_usage {
-	long rss_kib, threads, fds;
-	long qp, cq, mr, pd, chan;
-	long long pinned;
-};
-
 /* One rank's figures, gathered at rank 0. */
 struct nb_pairs_rank {
 	int role;			/* 0 none, 1 send comms, 2 receive comms */
@@ -127,7 +120,7 @@ static long long nb_objects_field(const char *line, const char *name)
 	return s ? atoll(s + strlen(key)) : -1;
 }
 
-static void nb_usage_now(struct nb_usage *u)
+void nb_usage_now(struct nb_usage *u)
 {
 	char line[512];
 

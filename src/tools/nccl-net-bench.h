@@ -333,6 +333,28 @@ int nb_self_run(struct nb_net *net, int dev, size_t size, int warmup, int rounds
  * and how long connecting them all took. */
 int nb_pairs_run(struct nb_ctx *c, int npairs);
 
+/* What the process holds (nccl-net-bench-pairs.c); -1 where it cannot be known
+ * (verbs objects and pinned bytes: simverbs' `objects` control only). */
+struct nb_usage {
+	long rss_kib, threads, fds;
+	long qp, cq, mr, pd, chan;
+	long long pinned;
+};
+void nb_usage_now(struct nb_usage *u);
+
+/* The connect phase of a test (nccl-net-bench-cost.c): each rank measures the
+ * time and what its comms added (nb_cost_begin before nb_engine_connect,
+ * nb_cost_end after); rank 0 prints min / median / max over the ranks. */
+struct nb_cost {
+	double t0, connect_s;
+	int nconns;
+	long long buf_bytes;		/* the benchmark's own registered buffers */
+	struct nb_usage before, after;
+};
+void nb_cost_begin(struct nb_cost *k);
+void nb_cost_end(struct nb_cost *k, const struct nb_engine *e);
+int nb_cost_report(const struct nb_ctx *c, const struct nb_cost *k);
+
 /* Allreduce (nccl-net-bench-ar.c). */
 int nb_ar_run(struct nb_ctx *c, size_t count, int iters, int check, long *wrong);
 void nb_ar_release(void);

@@ -11,7 +11,8 @@ NB_SOURCES = \
 	src/tools/nccl-net-bench-out.c \
 	src/tools/nccl-net-bench-ncclib.c \
 	src/tools/nccl-net-bench-self.c \
-	src/tools/nccl-net-bench-pairs.c
+	src/tools/nccl-net-bench-pairs.c \
+	src/tools/nccl-net-bench-cost.c
 
 bin_PROGRAMS += nccl-net-bench
 nccl_net_bench_SOURCES = $(NB_SOURCES)
