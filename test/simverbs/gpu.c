@@ -106,6 +106,7 @@ void sv_gpu_slot_free(uint32_t slot)
 #ifdef HAVE_CUDA_H
 #include <cuda.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 
 /* The driver entry points simverbs uses, typed from cuda.h. */
@@ -140,6 +141,7 @@ struct sv_ipc_ent {
 static struct {
 	pthread_mutex_t lock;		/* everything below */
 	void *dl;
+	unsigned long long adds_seen;	/* objects loaded when libcuda was last looked for */
 	bool loaded;			/* cu is complete */
 	struct sv_cuda cu;
 	CUcontext ctx;
@@ -157,6 +159,14 @@ static const char *sv_cu_err(CUresult r)
 	if (sv_gpu.cu.err_name)
 		sv_gpu.cu.err_name(r, &s);
 	return s ? s : "CUDA error";
+}
+
+/* dl_iterate_phdr callback: the count of objects ever loaded, then stop. */
+static int sv_dl_adds(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	*(unsigned long long *)arg = size >= offsetof(struct dl_phdr_info, dlpi_adds) +
+					       sizeof(info->dlpi_adds) ? info->dlpi_adds : ~0ull;
+	return 1;
 }
 
 /* libcuda if this process has it loaded and it has every entry point. */
@@ -181,9 +191,16 @@ static const struct sv_cuda *sv_cuda(void)
 #undef SV_SYM
 	};
 	const struct sv_cuda *r = NULL;
+	unsigned long long adds = 0;
 
 	pthread_mutex_lock(&sv_gpu.lock);
-	if (!sv_gpu.dl) {
+	/* dlopen(RTLD_NOLOAD) searches the library path on every call (about a
+	 * third of a registration's time): look again only after an object was
+	 * loaded into the process since the last miss */
+	if (!sv_gpu.dl)
+		dl_iterate_phdr(sv_dl_adds, &adds);
+	if (!sv_gpu.dl && (adds != sv_gpu.adds_seen || adds == ~0ull)) {	/* ~0: not known */
+		sv_gpu.adds_seen = adds;
 		sv_gpu.dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
 		if (sv_gpu.dl) {
 			sv_gpu.loaded = true;
