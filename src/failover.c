@@ -231,6 +231,10 @@ static int nv_fo_read(struct nv_comm *c)
 		}
 	}
 	r = nv_sock_recv(c->fd, f->in, NV_FO_HDR_SIZE + f->peer.len, &f->in_off);
+	if (r > 0 && nv_fo_payload_check(f->in + NV_FO_HDR_SIZE, &f->peer, why, sizeof(why))) {
+		nv_fo_fail(c, "the peer sent %s", why);
+		return -1;
+	}
 	if (r > 0)
 		return 1;
 io:

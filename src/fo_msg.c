@@ -117,3 +117,22 @@ int nv_fo_rec_decode(const uint8_t *p, uint32_t len, uint32_t *off, uint64_t *se
 	*off += NV_FO_REC_HDR + n * (uint32_t)sizeof(*e);
 	return 1;
 }
+
+int nv_fo_payload_check(const uint8_t *p, const struct nv_fo_hdr *h, char *why, size_t why_len)
+{
+	struct nv_cts_entry e[NV_CTS_MAX_RECVS];
+	uint32_t off = 0, n, k = 0;
+	uint64_t seq;
+	int r;
+
+	while ((r = nv_fo_rec_decode(p, h->len, &off, &seq, &n, e, why, why_len)) > 0)
+		k++;
+	if (r < 0)
+		return -1;
+	if (k != h->nrec) {
+		snprintf(why, why_len, "failover message with %u records in its header and %u in its "
+			 "payload", h->nrec, k);
+		return -1;
+	}
+	return 0;
+}

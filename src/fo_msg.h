@@ -52,4 +52,11 @@ int nv_fo_rec_decode(const uint8_t *p, uint32_t len, uint32_t *off, uint64_t *se
 		     uint32_t *nreqs, struct nv_cts_entry *e /* [NV_CTS_MAX_RECVS] */, char *why,
 		     size_t why_len);
 
+/*
+ * The whole payload of a message whose header h decoded: every record valid,
+ * as many as h->nrec says, and nothing after the last one. 0 valid, -1 with
+ * the reason in why.
+ */
+int nv_fo_payload_check(const uint8_t *p, const struct nv_fo_hdr *h, char *why, size_t why_len);
+
 #endif /* NV_FO_MSG_H */

@@ -89,6 +89,22 @@ int main(void)
 	CHECK(nv_fo_rec_decode(pay, len, &off, &seq, &n, got, why, sizeof(why)) == 1 && seq == 79 &&
 	      n == 1 && got[0].addr == 0x1000);
 	CHECK(nv_fo_rec_decode(pay, len, &off, &seq, &n, got, why, sizeof(why)) == 0);
+	/* the whole payload: as many records as the header says, nothing after them */
+	memset(&h, 0, sizeof(h));
+	h.type = NV_FO_MSG_STATE;
+	h.len = len;
+	h.nrec = 2;
+	CHECK(nv_fo_payload_check(pay, &h, why, sizeof(why)) == 0);
+	h.nrec = 1; /* a header that lists fewer receives than the payload carries */
+	CHECK(nv_fo_payload_check(pay, &h, why, sizeof(why)) == -1 && strstr(why, "1 records in "
+	      "its header and 2 in its payload"));
+	h.nrec = 0;
+	CHECK(nv_fo_payload_check(pay, &h, why, sizeof(why)) == -1);
+	h.nrec = 3;
+	CHECK(nv_fo_payload_check(pay, &h, why, sizeof(why)) == -1);
+	h.nrec = 2;
+	h.len = len - 1; /* the last record cut short */
+	CHECK(nv_fo_payload_check(pay, &h, why, sizeof(why)) == -1 && strstr(why, "entries"));
 	/* hostile records */
 	off = 0;
 	CHECK(nv_fo_rec_decode(pay, len - 1, &off, &seq, &n, got, why, sizeof(why)) == 1);

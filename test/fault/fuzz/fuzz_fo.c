@@ -4,7 +4,9 @@
  * 32-byte header, then, once hdr.len payload bytes are in, nv_fo_rec_decode
  * record after record, and the clear-to-send entries of each record checked
  * with nv_cts_slot_check (src/cts.c) before the sender copies them into its
- * FIFO. The same messages carry a link hold's rounds (NCCL_VERBS_LINK_HOLD_MS).
+ * FIFO; and nv_fo_payload_check, which failover.c runs on every whole message
+ * (the header's record count). The same messages carry a link hold's rounds
+ * (NCCL_VERBS_LINK_HOLD_MS).
  * Input: 1 byte the receiver's device count (1 + value % 8), then the message.
  * Accepted headers and records must re-encode to exactly their bytes.
  */
@@ -42,7 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct nv_fo_hdr h;
 	uint32_t off = 0, prev, n, len, out_off;
 	uint64_t seq;
-	int rdevs, k;
+	int rdevs, k, rc;
+	uint32_t nrec = 0;
 
 	if (size < 1 + NV_FO_HDR_SIZE)
 		return 0;
@@ -70,6 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(k >= -1 && k <= 1);
 		if (k <= 0)
 			break;
+		nrec++;
 		FUZZ_ASSERT(n >= 1 && n <= NV_CTS_MAX_RECVS);
 		FUZZ_ASSERT(off == prev + NV_FO_REC_HDR + n * sizeof(struct nv_cts_entry));
 		FUZZ_ASSERT(off <= len);
@@ -80,6 +84,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (k == 0)
 		FUZZ_ASSERT(off == len); /* every payload byte was in a record */
 	else
+		fuzz_check_why(why, sizeof(why));
+	/* the whole message: valid records, as many as the header says */
+	why[0] = '\0';
+	rc = nv_fo_payload_check(p, &h, why, sizeof(why));
+	FUZZ_ASSERT(rc == 0 || rc == -1);
+	FUZZ_ASSERT((rc == 0) == (k == 0 && nrec == h.nrec));
+	if (rc < 0)
 		fuzz_check_why(why, sizeof(why));
 	return 0;
 }
