@@ -380,6 +380,12 @@ struct nv_send_comm {
 	uint32_t wr_bytes;		/* longest RDMA write (max_msg_sz of its devices) */
 	struct ibv_send_wr wr[NV_SEND_CHAIN_MAX];
 	struct ibv_sge sge[NV_SEND_CHAIN_MAX];
+	/* Templates of the one-write chains (nv_send_post_one): constant fields set
+	 * once (nv_send_comm_ready), the post fills in the rest; posting copies them.
+	 * one_wr: the WRITE_WITH_IMM carrying the data; split_wr: the data WRITE,
+	 * then the 0-byte WRITE_WITH_IMM (adaptive routing). Both read one_sge. */
+	struct ibv_send_wr one_wr, split_wr[2];
+	struct ibv_sge one_sge;
 	struct nv_eager_send eager;
 };
 

@@ -763,6 +763,22 @@ void nv_send_comm_ready(struct nv_send_comm *sc)
 	}
 	for (i = 0; i < NV_FIFO_SLOTS; i++)
 		sc->slots[i].seq = UINT64_MAX;
+	/* the one-write chains' constant fields (comm.h) */
+	sc->one_wr.sg_list = &sc->one_sge;
+	sc->one_wr.num_sge = 1;
+	sc->one_wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	sc->one_wr.send_flags = IBV_SEND_SIGNALED;
+	sc->one_wr.next = NULL;
+	sc->split_wr[0].sg_list = &sc->one_sge;
+	sc->split_wr[0].num_sge = 1;
+	sc->split_wr[0].opcode = IBV_WR_RDMA_WRITE;
+	sc->split_wr[0].send_flags = 0;
+	sc->split_wr[0].next = &sc->split_wr[1];
+	sc->split_wr[1].sg_list = NULL;
+	sc->split_wr[1].num_sge = 0;
+	sc->split_wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	sc->split_wr[1].send_flags = IBV_SEND_SIGNALED;
+	sc->split_wr[1].next = NULL;
 	nv_eager_send_setup(sc);
 	sc->base.last_alive_ns = nv_now_ns();
 	nv_sock_keepalive(sc->base.fd, NV_KEEPALIVE_IDLE_S, NV_KEEPALIVE_INTVL_S, NV_KEEPALIVE_CNT);

@@ -144,7 +144,8 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
  * The common case: one receive, one QP, 1 byte .. one write (wr_bytes). The same chain
  * nv_send_post_qp builds for it: one WRITE_WITH_IMM carrying the data, or,
  * from the adaptive-routing threshold on, the data WRITE followed by a
- * 0-byte WRITE_WITH_IMM into the peer's records.
+ * 0-byte WRITE_WITH_IMM into the peer's records. Built from the comm's
+ * templates (comm.h), whose constant fields are set once.
  */
 static inline __attribute__((always_inline)) nv_status_t
 nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot *sl, struct nv_request *req)
@@ -154,40 +155,37 @@ nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot *sl, struct nv_requ
 	uint32_t slot = (uint32_t)(sl->seq % NV_FIFO_SLOTS);
 	struct nv_comm_qp *q = &c->qps[qi];
 	const struct nv_cts_entry *e = &nv_send_ctrl_of(c)->fifo[slot][req->entry];
-	struct ibv_send_wr *wr = &s->wr[0], *imm = wr, *bad;
-	struct ibv_sge *sge = &s->sge[0];
+	struct ibv_send_wr *wr, *bad;
+	struct ibv_sge *sge = &s->one_sge;
 	int nwr = 1;
 
 	sge->addr = (uintptr_t)req->data;
 	sge->length = (uint32_t)req->size;
 	sge->lkey = req->mh->lkey[q->dev];
-	wr->sg_list = sge;
-	wr->num_sge = 1;
-	wr->wr.rdma.remote_addr = e->addr;
-	wr->wr.rdma.rkey = e->rkey[q->rdev];
-	if (req->size >= s->ar_threshold) {
-		wr->opcode = IBV_WR_RDMA_WRITE;
-		wr->send_flags = 0;
+	if (req->size < s->ar_threshold) {
+		wr = &s->one_wr;
+		wr->wr.rdma.remote_addr = e->addr;
+		wr->wr.rdma.rkey = e->rkey[q->rdev];
+		wr->imm_data = htonl((uint32_t)req->size);
+		wr->wr_id = NV_WRID(NV_WR_DATA, 1, qi, sl->seq);
+	} else {
+		struct ibv_send_wr *imm = &s->split_wr[1];
+
+		wr = &s->split_wr[0];
+		wr->wr.rdma.remote_addr = e->addr;
+		wr->wr.rdma.rkey = e->rkey[q->rdev];
 		wr->wr_id = NV_WRID(NV_WR_DATA, 0, qi, sl->seq);
-		wr->next = imm = &s->wr[1];
-		imm->sg_list = &s->sge[1];
-		imm->num_sge = 0;
 		imm->wr.rdma.remote_addr =
 			c->rctrl_addr + slot * sizeof(((struct nv_send_ctrl *)0)->sizes[0]);
 		imm->wr.rdma.rkey = c->rmeta->dev[q->rdev].rkey;
+		imm->imm_data = htonl((uint32_t)req->size);
+		imm->wr_id = NV_WRID(NV_WR_DATA, 2, qi, sl->seq);
 		nwr = 2;
 	}
-	imm->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-	imm->send_flags = IBV_SEND_SIGNALED;
-	imm->imm_data = htonl((uint32_t)req->size);
-	imm->wr_id = NV_WRID(NV_WR_DATA, nwr, qi, sl->seq);
-	imm->next = NULL;
 	q->outstanding += nwr;
 	if (nv_unlikely(nv_prof_cb != NULL))
 		nv_prof_qp_start(req, req->phandle[0], q->dev, q->qp->qp_num, wr->opcode,
 				 sge->length, wr->wr_id);
-	if (nv_unlikely(c->wqe != NULL)) /* NCCL_IB_WQE_LATENCY_THRESHOLD_NS */
-		nv_wqe_post(&c->wqe->qp[qi]);
 	if (nv_ibv_post_send(q->qp, wr, &bad) != NV_OK) {
 		nv_comm_fail(c, NV_ERR_SYSTEM, "posting %d data WR(s) on QP 0x%x to %s failed",
 			     nwr, q->qp->qp_num, c->peer);
