@@ -61,7 +61,7 @@ static int sv_cq_slot_alloc(struct sv_cq *cq)
 	if (sv_lock())
 		return EIO;
 	for (uint32_t n = 0; n < SV_MAX_CQ_SLOTS; n++) {
-		uint32_t slot = (f->cq_hint + n) % SV_MAX_CQ_SLOTS;
+		uint32_t slot = ((sv_g.cq_lowest_slot ? 0 : f->cq_hint) + n) % SV_MAX_CQ_SLOTS;
 		struct sv_shm_cq *c = &f->cqs[slot];
 
 		if (atomic_load(&c->pid))

@@ -475,6 +475,8 @@ void sv_knobs_from_env(void)
 	sv_g.poll_yield_ns = 1000ull * (y && *y ? strtoull(y, NULL, 0) : SV_DEFAULT_POLL_YIELD_US);
 	y = getenv("SIMVERBS_TEST_CQ_PUSH_DELAY_US");
 	sv_g.cq_push_delay_us = y && *y ? (uint32_t)strtoul(y, NULL, 0) : 0;
+	y = getenv("SIMVERBS_TEST_CQ_LOWEST_SLOT");
+	sv_g.cq_lowest_slot = y && *y && strcmp(y, "0");
 	sv_srccheck_from_env();
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
 		const char *v = getenv(map[i].env);

@@ -617,6 +617,8 @@ struct sv_global {
 	uint64_t poll_yield_ns;		/* idle time between sched_yield()s */
 	uint64_t pinned_bytes;		/* page-rounded MR bytes (sv_g.lock) */
 	uint32_t cq_push_delay_us;	/* test knob: widen sv_cq_push's race window */
+	bool cq_lowest_slot;		/* test knob: new CQs take the lowest free slot, so a
+					 * freed one is reused at once (not after a lap of the table) */
 	/* the simulated host (host.c) */
 	uint32_t host;			/* index in sv_fabric.hosts */
 	char host_name[64];
