@@ -43,6 +43,7 @@ _Static_assert(NV_OK == (int)ncclSuccess && NV_ERR_SYSTEM == (int)ncclSystemErro
 	       NV_ERR_INVALID == (int)ncclInvalidArgument &&
 	       NV_ERR_USAGE == (int)ncclInvalidUsage && NV_ERR_REMOTE == (int)ncclRemoteError,
 	       "nv_status_t values are the ncclResult_t they map to");
+_Static_assert(sizeof(nv_status_t) == sizeof(ncclResult_t), "one size: NV_TEST_ENTRY (plugin.h)");
 
 static inline ncclResult_t nv_to_nccl(nv_status_t st)
 {
@@ -309,11 +310,6 @@ ncclResult_t nv_iflush(void *recv_comm, int n, void **data, int *sizes, void **m
 	return nv_to_nccl(nv_net_iflush(recv_comm, n, data, sizes, mhandles, request));
 }
 
-ncclResult_t nv_test(void *request, int *done, int *sizes)
-{
-	return nv_to_nccl(nv_net_test(request, done, sizes));
-}
-
 ncclResult_t nv_close_send(void *c)
 {
 	nv_fo_release(c);
@@ -368,10 +364,10 @@ NV_EXPORT ncclNet_v12_t ncclNetPlugin_v12 = {
 	.regMr = nv_reg_mr,
 	.regMrDmaBuf = nv_reg_mr_dmabuf,
 	.deregMr = nv_dereg_mr,
-	.isend = nv_isend,
-	.irecv = nv_irecv,
+	.isend = NV_ISEND_ENTRY,
+	.irecv = NV_IRECV_ENTRY,
 	.iflush = nv_iflush,
-	.test = nv_test,
+	.test = NV_TEST_ENTRY,
 	.closeSend = nv_close_send,
 	.closeRecv = nv_close_recv,
 	.closeListen = nv_close_listen,

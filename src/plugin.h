@@ -6,6 +6,7 @@
 #define NV_PLUGIN_H
 
 #include "nccl/net.h"
+#include "nv_api.h"
 
 #define NV_EXPORT __attribute__((visibility("default")))
 
@@ -31,7 +32,17 @@ ncclResult_t nv_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *t
 		      void **mhandles, void **phandles, void **request);
 ncclResult_t nv_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
 		       void **request);
-ncclResult_t nv_test(void *request, int *done, int *sizes);
+/*
+ * The tables' isend, irecv and test entries (v10 .. v12, whose signatures
+ * they have): the data path's own functions, without a wrapper call per
+ * operation. nv_status_t values are the ncclResult_t they map to and both
+ * enums have one size (asserted in plugin.c), so the call is the same.
+ */
+#define NV_ISEND_ENTRY ((ncclResult_t (*)(void *, void *, size_t, int, void *, void *, \
+					  void **))nv_net_isend)
+#define NV_IRECV_ENTRY ((ncclResult_t (*)(void *, int, void **, size_t *, int *, void **, \
+					  void **, void **))nv_net_irecv)
+#define NV_TEST_ENTRY ((ncclResult_t (*)(void *, int *, int *))nv_net_test)
 ncclResult_t nv_close_send(void *c);
 ncclResult_t nv_close_recv(void *c);
 ncclResult_t nv_close_listen(void *c);
