@@ -208,6 +208,7 @@ for s in $sizes; do
 		fi
 	done
 	for pat in $patterns; do
+		case $pat in idle-*) continue ;; esac	# per call, printed below
 		vals=() raws=()
 		for i in "${!plugins[@]}"; do
 			if [ "$pat" = loopback ] || [ "$pat" = send-first ]; then

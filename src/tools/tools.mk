@@ -28,7 +28,8 @@ test_bench_libnccl_net_nbfake_la_LDFLAGS = -module -avoid-version -shared -rpath
 
 NB_TESTS = test/bench/nb-fake-modes test/bench/nb-fake-errors \
 	test/bench/nb-verbs-modes test/bench/nb-verbs-errors test/bench/nb-compare test/bench/nb-profile \
-	test/bench/nb-peerkill test/bench/nb-warm test/bench/nb-pairs test/bench/nb-limits
+	test/bench/nb-peerkill test/bench/nb-warm test/bench/nb-pairs test/bench/nb-limits \
+	test/bench/cc-idle
 TESTS += $(NB_TESTS)
 dist_check_SCRIPTS += $(NB_TESTS)
 EXTRA_DIST += test/bench/nb-common.sh
