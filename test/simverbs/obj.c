@@ -92,7 +92,15 @@ int sv_dev_take(struct sv_device *dev, enum sv_kind kind, uint32_t limit)
 	struct sv_fabric *f = sv_g.fab;
 	int rc = 0;
 
-	if (sv_g.proc_slot < 0 || dev->idx >= SV_MAX_DEVICES)
+	if (dev->idx >= SV_MAX_DEVICES)
+		return EINVAL;
+	/* a forked child using a context, PD or device its parent opened: the
+	 * kernel serves it (the uverbs file is shared, the child's own pages
+	 * and memlock limit count), so the child joins the fabric as a process
+	 * of its own, whose objects count against the host like any other's */
+	if (sv_g.proc_slot < 0 && (rc = sv_attach()) != 0)
+		return rc;
+	if (sv_g.proc_slot < 0)
 		return EINVAL;
 	if (sv_lock())
 		return EIO;
