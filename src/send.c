@@ -186,6 +186,8 @@ nv_send_post_one(struct nv_send_comm *s, struct nv_send_slot *sl, struct nv_requ
 	if (nv_unlikely(nv_prof_cb != NULL))
 		nv_prof_qp_start(req, req->phandle[0], q->dev, q->qp->qp_num, wr->opcode,
 				 sge->length, wr->wr_id);
+	if (nv_unlikely(c->wqe != NULL)) /* NCCL_IB_WQE_LATENCY_THRESHOLD_NS */
+		nv_wqe_post(&c->wqe->qp[qi]);
 	if (nv_ibv_post_send(q->qp, wr, &bad) != NV_OK) {
 		nv_comm_fail(c, NV_ERR_SYSTEM, "posting %d data WR(s) on QP 0x%x to %s failed",
 			     nwr, q->qp->qp_num, c->peer);
