@@ -10,8 +10,8 @@
 #      with dpkg-deb -x (not installed), runs depmod -b on the unpacked tree and
 #      keeps the kernel and the modules the VM needs;
 #   3. builds an initramfs: a static busybox, those modules (virtio, 9p, veth,
-#      crc32_generic, ib_uverbs, rdma_rxe and their dependencies) and /init
-#      (test/rxe/initramfs-init);
+#      crc32_generic, ib_uverbs, rdma_rxe, sch_netem and their dependencies)
+#      and /init (test/rxe/initramfs-init);
 #   4. boots it under QEMU's software emulation (TCG: no /dev/kvm needed), with
 #      no network card, the host's root shared read-only over 9p and the build
 #      tree read-write; /init switches to the host's root and runs
@@ -42,7 +42,7 @@ R=$B/rxe
 results=$B/rxe-results.txt
 cache=${NV_RXE_CACHE:-/var/cache/nccl-net-verbs-rxe}
 boot_timeout=${NV_RXE_BOOT_TIMEOUT:-420}	# qemu start to vm-init running
-vm_timeout=${NV_RXE_TIMEOUT:-1020}		# qemu start to power-off
+vm_timeout=${NV_RXE_TIMEOUT:-1200}		# qemu start to power-off
 two_timeout=${NV_RXE_TWOHOST_TIMEOUT:-300}	# the two VMs of step twohost, boot included
 t_start=$(date +%s)
 
@@ -80,7 +80,7 @@ fi
 # rxe provider (ibverbs-providers) are needed on the host too.
 tools=(qemu-system-x86_64:qemu-system-x86 cpio:cpio depmod:kmod modprobe:kmod
 	dpkg-deb:dpkg ibv_devinfo:ibverbs-utils ibv_rc_pingpong:ibverbs-utils
-	rdma:iproute2 ip:iproute2 gzip:gzip timeout:coreutils)
+	rdma:iproute2 ip:iproute2 tc:iproute2 gzip:gzip timeout:coreutils)
 need=()
 for t in "${tools[@]}"; do
 	command -v "${t%%:*}" >/dev/null 2>&1 || need+=("${t#*:}")
@@ -113,7 +113,8 @@ busybox=$(static_busybox) || skip "no static busybox after installing busybox-st
 
 # ---- kernel ---------------------------------------------------------------------
 # The modules the VM loads; their dependencies are added, in order, by modprobe.
-modules=(virtio_pci 9pnet_virtio 9p virtio_net veth crc32_generic ib_uverbs rdma_rxe)
+# (sch_netem: step loss drops packets under rxe0 with `tc qdisc ... netem`)
+modules=(virtio_pci 9pnet_virtio 9p virtio_net veth crc32_generic ib_uverbs rdma_rxe sch_netem)
 mkdir -p "$cache/debs" "$cache/kernel" || skip "cannot create the cache $cache"
 # kernel_pkg: the versioned package linux-image-amd64 depends on, and its version.
 kernel_pkg() {
