@@ -56,6 +56,7 @@ ranks='
 3.40 accept.c
 4.00 failover.h
 4.01 fo_state.h
+4.05 lb.c lb.h
 4.10 engine.c engine.h
 4.20 eager.c eager.h
 4.30 recv.c

@@ -89,6 +89,8 @@ struct nv_send_ctrl {
 	uint64_t probe_in;	/* written by the receiver's connect-time path probe */
 	uint64_t eager_grant;	/* written by the receiver: eager messages < this may go */
 	uint64_t eager_cts;	/* never written: in the region, it says we read CTS grants */
+	/* written by the receiver (NCCL_IB_EVENT_BASED_LB_REMOTE, wire.h): its speeds */
+	uint8_t lb_in[NV_WIRE_LB_SIZE] __attribute__((aligned(8)));
 	uint64_t probe_src;	/* local source of our own probe */
 	uint32_t sizes[NV_FIFO_SLOTS][NV_MAX_RECVS];	/* local: grouped sizes to send */
 	struct nv_eager_trailer eager_trl[NV_EAGER_SLOTS]; /* local: sources of the trailers */
@@ -105,6 +107,12 @@ _Static_assert(offsetof(struct nv_send_ctrl, eager_grant) == NV_SEND_CTRL_REMOTE
 _Static_assert(offsetof(struct nv_send_ctrl, eager_cts) == NV_SEND_CTRL_REMOTE_LEN_EAGER,
 	       "the announcement word directly follows the credit word");
 _Static_assert(NV_CTS_GRANT_MAX == NV_EAGER_SLOTS, "a CTS grant spans at most the ring");
+/* A sender of several QPs with NCCL_IB_EVENT_BASED_LB and _REMOTE on says it reads
+ * the receiver's speeds: its region runs to the end of lb_in (never eager, which
+ * needs one QP, so the length is told apart from the eager ones). */
+#define NV_SEND_CTRL_REMOTE_LEN_LB (offsetof(struct nv_send_ctrl, lb_in) + NV_WIRE_LB_SIZE)
+_Static_assert(offsetof(struct nv_send_ctrl, lb_in) == NV_SEND_CTRL_REMOTE_LEN_EAGER_CTS,
+	       "the speed buffer directly follows the announcement word");
 
 /*
  * Receiver's control region: the peer writes records[] and probe_in only.
@@ -131,6 +139,8 @@ struct nv_recv_ctrl {
 	struct nv_cts_entry shadow[NV_SHADOW_SLOTS][NV_MAX_RECVS]; /* source of CTS writes */
 	uint64_t probe_src;
 	uint64_t flush_word;	/* destination of iflush's 1-byte RDMA READ */
+	/* sources of the speed writes (lb.c), used in turn */
+	uint8_t lb_src[2][NV_WIRE_LB_SIZE] __attribute__((aligned(8)));
 } __attribute__((aligned(4096)));
 #define NV_RECV_CTRL_REMOTE_LEN (offsetof(struct nv_recv_ctrl, rsvd) + sizeof(uint64_t))
 
@@ -302,6 +312,7 @@ struct nv_comm {
 	nv_status_t error;		/* sticky */
 	struct nv_fo *fo;		/* failover state (failover.c); NULL: off */
 	struct nv_wqe_mon *wqe;		/* send: WR latency monitor (wqelat.h); NULL: off */
+	struct nv_lb *lb;		/* NCCL_IB_EVENT_BASED_LB state (lb.h); NULL: off */
 	struct nv_comm_stats st;	/* counters (above) */
 	char why[NV_COMM_WHY_LEN];
 	uint8_t sl, tc;
@@ -387,6 +398,8 @@ struct nv_send_comm {
 	struct ibv_send_wr one_wr, split_wr[2];
 	struct ibv_sge one_sge;
 	struct nv_eager_send eager;
+	int lb_on;			/* NCCL_IB_EVENT_BASED_LB: messages are cut by the
+					 * speed weights (base.lb->cum, lb.h), not equally */
 };
 
 struct nv_recv_comm {

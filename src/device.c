@@ -127,10 +127,11 @@ void nv_dev_speed_refresh(struct nv_hca *h, int port)
 			continue;
 		before = d->speed_mbps;
 		now = nv_dev_speed(h, d->port, pa.active_speed, pa.active_width);
-		d->speed_mbps = now;
-		NV_INFO(NV_SUB_NET, "%s:%d speed %d -> %d Mbps (IBV_EVENT_DEVICE_SPEED_CHANGE); the "
-			"comms keep their split (NCCL_IB_EVENT_BASED_LB is not implemented)", h->name,
-			d->port, before, now);
+		__atomic_store_n(&d->speed_mbps, now, __ATOMIC_RELAXED); /* comms read it (lb.c) */
+		NV_INFO(NV_SUB_NET, "%s:%d speed %d -> %d Mbps (IBV_EVENT_DEVICE_SPEED_CHANGE); %s",
+			h->name, d->port, before, now, nv_param_int(NV_PARAM_IB_EVENT_BASED_LB)
+				? "its fused-NIC comms weigh their devices again (NCCL_IB_EVENT_BASED_LB)"
+				: "the comms keep their equal split (NCCL_IB_EVENT_BASED_LB=0)");
 	}
 }
 

@@ -59,6 +59,7 @@
 #define NV_SINK_STICKY 0x20000		/* the owning comm has a sticky error */
 #define NV_SINK_FAILOVER 0x40000	/* the comm has a failover round to run (failover.c) */
 #define NV_SINK_REPORT 0x80000		/* the event thread asks the comm for a report (below) */
+#define NV_SINK_LB 0x100000		/* a speed changed on a device of the comm (lb.c) */
 #define NV_REPORT_STALL 1		/* report_kind: no progress for NCCL_VERBS_STALL_MS */
 #define NV_REPORT_DUMP 2		/* report_kind: a state dump was asked for */
 #define NV_SINK_IDENT_LEN 192
@@ -78,6 +79,7 @@ struct nv_async_sink {
 	atomic_int waiting;
 	atomic_int peer_gone;
 	atomic_int fo_wake;	/* failover.c: bytes on watch_fd set NV_SINK_FAILOVER (a round) */
+	atomic_int lb_wake;	/* lb.c: a DEVICE_SPEED_CHANGE on the HCA sets NV_SINK_LB */
 	int watch_fd;
 	const struct nv_hca *watch_hca;
 	/*

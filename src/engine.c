@@ -27,6 +27,7 @@
 #include "engine.h"
 #include "failover.h"
 #include "ibv.h"
+#include "lb.h"
 #include "mr.h"
 #include "nv_api.h"
 #include "prof.h"
@@ -44,6 +45,11 @@ __attribute__((noinline, cold)) nv_status_t nv_comm_check_slow(struct nv_comm *c
 
 	if (atomic_load_explicit(&c->sink.fatal, memory_order_acquire) & NV_SINK_REPORT) {
 		nv_comm_take_report(c); /* the event thread asked: a stall or a dump (state.c) */
+		if (atomic_load_explicit(&c->sink.fatal, memory_order_acquire) == 0)
+			return NV_OK;
+	}
+	if (atomic_load_explicit(&c->sink.fatal, memory_order_acquire) & NV_SINK_LB) {
+		nv_lb_take(c); /* a port speed changed (lb.c) */
 		if (atomic_load_explicit(&c->sink.fatal, memory_order_acquire) == 0)
 			return NV_OK;
 	}

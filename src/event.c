@@ -156,6 +156,18 @@ static void nv_hca_wake_failover(struct nv_hca *h)
 	pthread_mutex_unlock(&nv_sink_lock);
 }
 
+/* IBV_EVENT_DEVICE_SPEED_CHANGE: the comms on h that weigh by speed take it (lb.h). */
+static void nv_hca_wake_lb(struct nv_hca *h)
+{
+	struct nv_sink_link *l;
+
+	pthread_mutex_lock(&nv_sink_lock);
+	for (l = h->sinks; l; l = l->next)
+		if (atomic_load(&l->sink->lb_wake))
+			atomic_fetch_or_explicit(&l->sink->fatal, NV_SINK_LB, memory_order_release);
+	pthread_mutex_unlock(&nv_sink_lock);
+}
+
 void nv_hca_sink_attach(struct nv_hca *h, struct nv_sink_link *l, struct nv_async_sink *sink)
 {
 	int ev;
@@ -472,6 +484,7 @@ void nv_event_handle(struct nv_hca *h, struct ibv_async_event *ev)
 		nv_event_mark_gids(h, ev->element.port_num);
 	if ((int)t == NV_IBV_EVENT_DEVICE_SPEED_CHANGE) {
 		nv_dev_speed_refresh(h, ev->element.port_num);
+		nv_hca_wake_lb(h);
 		return;
 	}
 	if (nv_event_fatal(t) && t != IBV_EVENT_DEVICE_FATAL && sink && nv_event_comm_rides()) {

@@ -96,6 +96,13 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 	INT_ROW(NV_PARAM_IB_WQE_LATENCY_REPORT, "NCCL_IB_WQE_LATENCY_REPORT", 1, 0, 1,
 		"with NCCL_IB_WQE_LATENCY_THRESHOLD_NS > 0, 1: an INFO (NET) line per QP at close "
 		"with the count, slow count, mean, stddev, p50/p90/p99/p99.9 and max"),
+	INT_ROW(NV_PARAM_IB_EVENT_BASED_LB, "NCCL_IB_EVENT_BASED_LB", 0, 0, 1,
+		"1: a comm over fused NICs cuts each message in proportion to each device's "
+		"speed, min(local, remote), taken again on IBV_EVENT_DEVICE_SPEED_CHANGE; 0: "
+		"equal chunks"),
+	INT_ROW(NV_PARAM_IB_EVENT_BASED_LB_REMOTE, "NCCL_IB_EVENT_BASED_LB_REMOTE", 1, 0, 1,
+		"with NCCL_IB_EVENT_BASED_LB=1, 1: the sender asks the receiver for its port "
+		"speeds (an RDMA write at the start and after each change); 0: local speeds only"),
 	INT_ROW(NV_PARAM_IB_MQP_RETRY_ALL, "NCCL_IB_MQP_RETRY_ALL", 0, 0, 1,
 		"1: retry a failed ibv_modify_qp whatever the error; 0: only on ETIMEDOUT"),
 	INT_ROW(NV_PARAM_IB_MQP_RETRY_CNT, "NCCL_IB_MQP_RETRY_CNT", 34, 0, 1000,

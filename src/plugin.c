@@ -21,6 +21,7 @@
 
 #include "nccl/net.h"
 #include "failover.h"
+#include "lb.h"
 #include "plugin.h"
 #include "device.h"
 #include "devset.h"
@@ -247,8 +248,10 @@ ncclResult_t nv_connect_tc(void *ctx_, int dev, void *handle, int tc,
 
 	if (st == NV_OK)
 		st = nv_net_connect(ctx, dev, handle, tc, send_comm);
-	if (st == NV_OK && *send_comm)
+	if (st == NV_OK && *send_comm) {
 		nv_fo_attach(*send_comm);
+		nv_lb_attach(*send_comm);
+	}
 	return nv_to_nccl(st);
 }
 
@@ -267,8 +270,10 @@ ncclResult_t nv_accept(void *listen_comm, void **recv_comm,
 	nv_status_t st = nv_net_accept(listen_comm, recv_comm);
 
 	(void)dev_comm;
-	if (st == NV_OK && *recv_comm)
+	if (st == NV_OK && *recv_comm) {
 		nv_fo_attach(*recv_comm);
+		nv_lb_attach(*recv_comm);
+	}
 	return nv_to_nccl(st);
 }
 

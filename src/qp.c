@@ -225,6 +225,14 @@ nv_status_t nv_comm_create_qps(struct nv_comm *c, int nqps)
 	return NV_OK;
 }
 
+/* NCCL_IB_EVENT_BASED_LB and _REMOTE on a sender of several QPs: it reads the
+ * receiver's speeds (lb.h), which it says with its region's length. */
+static int nv_comm_lb_remote(const struct nv_comm *c)
+{
+	return c->nqps > 1 && nv_param_int(NV_PARAM_IB_EVENT_BASED_LB) &&
+	       nv_param_int(NV_PARAM_IB_EVENT_BASED_LB_REMOTE);
+}
+
 void nv_comm_fill_meta(struct nv_comm *c, int role, struct nv_meta *m)
 {
 	int ece = (int)nv_param_int(NV_PARAM_IB_ECE_ENABLE);
@@ -242,7 +250,8 @@ void nv_comm_fill_meta(struct nv_comm *c, int role, struct nv_meta *m)
 		struct nv_send_ctrl *s = nv_send_ctrl_of(c);
 
 		m->region_len = (uint32_t)(nv_eager_send_offer(c) ? NV_SEND_CTRL_REMOTE_LEN_EAGER_CTS
-								 : NV_SEND_CTRL_REMOTE_LEN);
+					   : nv_comm_lb_remote(c) ? NV_SEND_CTRL_REMOTE_LEN_LB
+								  : NV_SEND_CTRL_REMOTE_LEN);
 		m->probe_addr = (uint64_t)(uintptr_t)&s->probe_in;
 	} else {
 		struct nv_recv_ctrl *r = nv_recv_ctrl_of(c);
@@ -714,6 +723,8 @@ nv_status_t nv_comm_destroy(struct nv_comm *c)
 	c->sink.wqe = NULL; /* detached from every HCA: no sweep reaches it any more */
 	free(c->wqe);
 	c->wqe = NULL;
+	free(c->lb);
+	c->lb = NULL;
 	free(c->qps);
 	c->qps = NULL;
 	c->nqps = 0;

@@ -17,6 +17,7 @@
 #include "nv_api.h"
 #include "eager.h"
 #include "engine.h"
+#include "lb.h"
 #include "prof.h"
 
 #define NV_UNMATCHED 0xffff
@@ -27,11 +28,12 @@
  * WRs one QP's chain for this slot may need: per entry, its chunk (what the
  * receive can take, at most max_bytes, split over nq QPs) in writes of at
  * most wr_bytes, plus the closing WRITE_WITH_IMM. At most NV_SEND_CHAIN_MAX.
+ * A comm that weighs by speed (lb.h) may give one QP the whole message.
  */
 static inline __attribute__((always_inline)) int nv_send_chain_len(const struct nv_send_comm *s, const struct nv_cts_entry *e,
 			     int nreqs)
 {
-	uint64_t nq = (uint64_t)s->base.nq;
+	uint64_t nq = nv_unlikely(s->base.lb != NULL) ? 1 : (uint64_t)s->base.nq;
 	int r, n = 1;
 
 	for (r = 0; r < nreqs; r++) {
@@ -75,9 +77,16 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
 					     (uint64_t)NV_CHUNK_ALIGN);
 		uint64_t off = chunk * (uint64_t)i, end;
 
-		if (off >= req->size)
+		if (nv_unlikely(s->lb_on)) { /* NCCL_IB_EVENT_BASED_LB: cut by speed (lb.h) */
+			off = nv_lb_off(c->lb, c->nq, req->size, i);
+			end = nv_lb_off(c->lb, c->nq, req->size, i + 1);
+			if (off >= end)
+				continue;
+		} else if (off >= req->size) {
 			continue;
-		end = req->size - off < chunk ? req->size : off + chunk;
+		} else {
+			end = req->size - off < chunk ? req->size : off + chunk;
+		}
 
 		/* writes of at most wr_bytes (the port's max_msg_sz): NV_MAX_WR_PER_MSG
 		 * at most, as isend keeps size <= max_bytes (nv_send_chain_len) */
@@ -208,6 +217,8 @@ static inline __attribute__((always_inline)) nv_status_t nv_send_post(struct nv_
 	sl->posted = 1;
 	if (nv_likely(s->base.nq == 1 && sl->nreqs == 1 && r0->size && r0->size <= s->wr_bytes))
 		return nv_send_post_one(s, sl, r0);
+	if (nv_unlikely(s->base.lb != NULL))
+		nv_lb_prepare(s, sl->seq); /* NCCL_IB_EVENT_BASED_LB: this message's cut */
 	for (i = 0; i < s->base.nq; i++) {
 		st = nv_send_post_qp(s, sl, i);
 		if (st != NV_OK)

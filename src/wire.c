@@ -586,3 +586,63 @@ nv_status_t nv_wire_meta_decode(const void *buf, size_t len, struct nv_meta *m, 
 	return nv_wire_meta_eager_decode((const struct nv_wire_meta_eager *)(pw + 1), m, why,
 					 why_len);
 }
+
+/* ---- the receiver's speeds (NCCL_IB_EVENT_BASED_LB_REMOTE) -------------------- */
+
+struct nv_wire_lb {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t ndevs;
+	uint32_t mbps[NV_WIRE_MAX_DEVS];
+	uint64_t count;
+} __attribute__((packed));
+_Static_assert(sizeof(struct nv_wire_lb) == NV_WIRE_LB_SIZE, "speed buffer layout");
+_Static_assert(offsetof(struct nv_wire_lb, count) == NV_WIRE_LB_COUNT_OFF &&
+		       NV_WIRE_LB_COUNT_OFF % 8 == 0, "the count is last and 8-byte aligned");
+
+void nv_wire_lb_encode(const struct nv_lb_speeds *v, void *buf)
+{
+	struct nv_wire_lb w;
+	int d;
+
+	memset(&w, 0, sizeof(w));
+	w.magic = htobe32(NV_WIRE_LB_MAGIC);
+	w.version = htobe16(NV_WIRE_LB_VERSION);
+	w.ndevs = htobe16(v->ndevs);
+	for (d = 0; d < NV_WIRE_MAX_DEVS; d++)
+		w.mbps[d] = htobe32(d < v->ndevs ? v->mbps[d] : 0);
+	w.count = htobe64(v->count);
+	memcpy(buf, &w, sizeof(w));
+}
+
+int nv_wire_lb_decode(const void *buf, int rdevs, struct nv_lb_speeds *v, char *why,
+		      size_t why_len)
+{
+	struct nv_wire_lb w;
+	int d;
+
+	memcpy(&w, buf, sizeof(w));
+	if (be32toh(w.magic) != NV_WIRE_LB_MAGIC || be16toh(w.version) != NV_WIRE_LB_VERSION) {
+		snprintf(why, why_len, "a speed buffer with magic 0x%08x version %u (want 0x%08x "
+			 "version %u)", be32toh(w.magic), be16toh(w.version), NV_WIRE_LB_MAGIC,
+			 NV_WIRE_LB_VERSION);
+		return -1;
+	}
+	if (be16toh(w.ndevs) != rdevs) {
+		snprintf(why, why_len, "speeds of %u devices (it has %d)", be16toh(w.ndevs), rdevs);
+		return -1;
+	}
+	memset(v, 0, sizeof(*v));
+	v->ndevs = (uint16_t)rdevs;
+	for (d = 0; d < NV_WIRE_MAX_DEVS; d++) {
+		uint32_t m = be32toh(w.mbps[d]);
+
+		if (m > NV_WIRE_LB_MAX_MBPS || (d >= rdevs && m)) {
+			snprintf(why, why_len, "a speed of %u Mb/s for its device %d", m, d);
+			return -1;
+		}
+		v->mbps[d] = m;
+	}
+	v->count = be64toh(w.count);
+	return 0;
+}

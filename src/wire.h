@@ -202,4 +202,31 @@ uint64_t nv_wire_probe_value(const uint8_t *secret, uint64_t conn_id, int role);
 /* Constant-time comparison of two secrets. */
 int nv_wire_secret_equal(const uint8_t *a, const uint8_t *b);
 
+/*
+ * NCCL_IB_EVENT_BASED_LB_REMOTE: the receiver's port speeds, which it
+ * RDMA-writes into its sender's control region (struct nv_send_ctrl.lb_in,
+ * announced by the sender's region_len, comm.h) once at the start and after
+ * each IBV_EVENT_DEVICE_SPEED_CHANGE on its devices. Big-endian, 48 bytes:
+ * magic u32 "NVLB", version u16 (1), ndevs u16 (the receiver's devices,
+ * 1..NV_WIRE_MAX_DEVS), mbps u32 x NV_WIRE_MAX_DEVS (speed of each receiver
+ * device in Mb/s, 0 unknown: the reader ignores it, a dead port is
+ * failover's), count u64 (1, 2, ...: the writes so far). count is the last
+ * field and the ready flag (an RDMA write lands in address order): the
+ * reader takes a buffer whose count reads the same before and after its copy.
+ */
+#define NV_WIRE_LB_MAGIC 0x4e564c42u	/* "NVLB" */
+#define NV_WIRE_LB_VERSION 1
+#define NV_WIRE_LB_SIZE 48
+#define NV_WIRE_LB_COUNT_OFF 40	/* the count's offset, 8-byte aligned */
+#define NV_WIRE_LB_MAX_MBPS 100000000u	/* 100 Tb/s: a larger speed is corrupt */
+struct nv_lb_speeds {
+	uint16_t ndevs;
+	uint32_t mbps[NV_WIRE_MAX_DEVS];
+	uint64_t count;
+};
+void nv_wire_lb_encode(const struct nv_lb_speeds *v, void *buf /* NV_WIRE_LB_SIZE */);
+/* 0 valid (rdevs: the devices the writer has), -1 with the reason in why. */
+int nv_wire_lb_decode(const void *buf, int rdevs, struct nv_lb_speeds *v, char *why,
+		      size_t why_len);
+
 #endif /* NV_WIRE_H */

@@ -37,11 +37,15 @@ FAULT_TESTS = \
 	test/fault/fault_stall \
 	test/fault/fault_wqelat \
 	test/fault/fault_eager \
-	test/fault/fault_sqroom
+	test/fault/fault_sqroom \
+	test/fault/fault_lb
 
 check_PROGRAMS += $(FAULT_TESTS)
 TESTS += $(FAULT_TESTS)
 
+test_fault_fault_lb_SOURCES = test/fault/fault_lb.c
+test_fault_fault_lb_CPPFLAGS = $(FAULT_CPPFLAGS)
+test_fault_fault_lb_LDADD = $(FAULT_LDADD)
 test_fault_fault_stall_SOURCES = test/fault/fault_stall.c
 test_fault_fault_stall_CPPFLAGS = $(FAULT_CPPFLAGS)
 test_fault_fault_stall_LDADD = $(FAULT_LDADD)
