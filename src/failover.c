@@ -690,6 +690,9 @@ static nv_status_t nv_fo_finish(struct nv_comm *c)
 			(double)(nv_now_ns() - f->t0) / 1e6, c->nqps, c->nq, f->nresend);
 	} /* a hold whose recovery failed a QP goes on (the next round holds again) */
 	f->state = NV_FO_IDLE;
+	if (c->lb) /* NCCL_IB_EVENT_BASED_LB: weigh the new layout; a receiver's speed write
+		    * may have gone down with a QP: again (lb.h) */
+		atomic_fetch_or_explicit(&c->sink.fatal, NV_SINK_LB, memory_order_release);
 	f->errored = f->initiator = f->peer_spoke = 0;
 	f->first[0] = 0;
 	f->blame = f->suspect = 0;
