@@ -350,6 +350,37 @@ static void test_eager_trailer(void)
 	CHECK(nv_eager_trailer_check(&t, 10, NV_EAGER_LIMIT, NULL, 0) == -1);
 }
 
+/* NCCL_IB_EVENT_BASED_LB_REMOTE's speed buffer: layout, byte order and every rejection. */
+static void test_lb_speeds(void)
+{
+	static const uint8_t want[NV_WIRE_LB_SIZE] = {
+		0x4e, 0x56, 0x4c, 0x42, 0, 1, 0, 2,		/* "NVLB", version 1, 2 devices */
+		0, 0, 0x9c, 0x40, 0, 0, 0x4e, 0x20,		/* 40000, 20000 Mb/s */
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 7,				/* count 7, last */
+	};
+	struct nv_lb_speeds v = { .ndevs = 2, .mbps = { 40000, 20000 }, .count = 7 }, out;
+	uint8_t buf[NV_WIRE_LB_SIZE];
+	char reason[160];
+
+	nv_wire_lb_encode(&v, buf);
+	CHECK(memcmp(buf, want, sizeof(want)) == 0);
+	CHECK(nv_wire_lb_decode(buf, 2, &out, reason, sizeof(reason)) == 0);
+	CHECK(out.ndevs == 2 && out.mbps[0] == 40000 && out.mbps[1] == 20000 && out.count == 7);
+	CHECK(nv_wire_lb_decode(buf, 3, &out, reason, sizeof(reason)) == -1 && strstr(reason, "2 devices"));
+	buf[5] = 2; /* version 2 */
+	CHECK(nv_wire_lb_decode(buf, 2, &out, reason, sizeof(reason)) == -1 && strstr(reason, "version 2"));
+	buf[5] = 1;
+	buf[0] ^= 1;
+	CHECK(nv_wire_lb_decode(buf, 2, &out, reason, sizeof(reason)) == -1 && strstr(reason, "magic"));
+	buf[0] ^= 1;
+	buf[16] = 1; /* a speed for device 2 of 2 */
+	CHECK(nv_wire_lb_decode(buf, 2, &out, reason, sizeof(reason)) == -1 && strstr(reason, "device 2"));
+	buf[16] = 0;
+	buf[8] = 0xff; /* device 0 above 100 Tb/s */
+	CHECK(nv_wire_lb_decode(buf, 2, &out, reason, sizeof(reason)) == -1 && strstr(reason, "device 0"));
+}
+
 int main(void)
 {
 	test_handle();
@@ -358,5 +389,6 @@ int main(void)
 	test_meta();
 	test_meta_eager();
 	test_eager_trailer();
+	test_lb_speeds();
 	return nvt_exit("test_wire");
 }
