@@ -134,7 +134,7 @@ static __attribute__((noinline, cold)) void nv_lb_remote(struct nv_send_comm *s,
 	nv_lb_weigh(s, "the receiver's speeds arrived (NCCL_IB_EVENT_BASED_LB_REMOTE)");
 }
 
-void nv_lb_prepare(struct nv_send_comm *s, uint64_t seq)
+nv_status_t nv_lb_prepare(struct nv_send_comm *s, uint64_t seq)
 {
 	struct nv_comm *c = &s->base;
 	struct nv_lb *lb = c->lb;
@@ -144,10 +144,13 @@ void nv_lb_prepare(struct nv_send_comm *s, uint64_t seq)
 	uint32_t base;
 	int i;
 
-	if (nv_unlikely(raw != lb->rseen))
+	if (nv_unlikely(raw != lb->rseen)) {
 		nv_lb_remote(s, raw);
+		if (c->error != NV_OK)
+			return c->error;
+	}
 	if (!s->lb_on)
-		return;
+		return NV_OK;
 	base = (uint32_t)((seq * (uint64_t)c->nq) % (uint64_t)c->nqps);
 	lb->cum[0] = 0;
 	for (i = 0; i < c->nq; i++) {
@@ -155,6 +158,7 @@ void nv_lb_prepare(struct nv_send_comm *s, uint64_t seq)
 
 		lb->cum[i + 1] = lb->cum[i] + lb->pw[q->dev][q->rdev];
 	}
+	return NV_OK;
 }
 
 /* ---- receiver: our speeds to the sender --------------------------------------- */

@@ -55,8 +55,9 @@ struct nv_lb {
 void nv_lb_attach(void *comm);
 /* nv_comm_check's slow half found NV_SINK_LB: speeds again (send), or push ours (recv). */
 void nv_lb_take(struct nv_comm *c);
-/* Send path, c->lb set: takes a new remote speed buffer, then the cut points of seq. */
-void nv_lb_prepare(struct nv_send_comm *s, uint64_t seq);
+/* Send path, c->lb set: takes a new remote speed buffer, then the cut points of seq;
+ * NV_OK, or the sticky error (a hostile speed buffer). */
+nv_status_t nv_lb_prepare(struct nv_send_comm *s, uint64_t seq);
 
 /*
  * Offset of chunk i (0..nq) of a size-byte request of the message prepared last:

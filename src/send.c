@@ -217,8 +217,9 @@ static inline __attribute__((always_inline)) nv_status_t nv_send_post(struct nv_
 	sl->posted = 1;
 	if (nv_likely(s->base.nq == 1 && sl->nreqs == 1 && r0->size && r0->size <= s->wr_bytes))
 		return nv_send_post_one(s, sl, r0);
-	if (nv_unlikely(s->base.lb != NULL))
-		nv_lb_prepare(s, sl->seq); /* NCCL_IB_EVENT_BASED_LB: this message's cut */
+	/* NCCL_IB_EVENT_BASED_LB: this message's cut (fails on a bad speed buffer) */
+	if (nv_unlikely(s->base.lb != NULL) && nv_lb_prepare(s, sl->seq) != NV_OK)
+		return s->base.error;
 	for (i = 0; i < s->base.nq; i++) {
 		st = nv_send_post_qp(s, sl, i);
 		if (st != NV_OK)

@@ -23,6 +23,8 @@
  *   lb-failover (LB=1 and NCCL_IB_RESILIENCY_PORT_FAILOVER=1) weighted 2 : 1,
  *             then simib0 goes down mid-stream: the stream goes on intact over
  *             simib1 alone (failover's one WARN per comm)
+ *   lb-hostile a speed buffer with a broken magic lands in the sender's region:
+ *             its next isend fails the comm, one WARN names it
  * A split must be within 4% of the ratio; no call may fail, no WARN. The
  * throughput check is loose (the machine is shared): the weighted cut must
  * beat the best an equal cut can do by 10%; the figures are printed (here:
@@ -325,11 +327,63 @@ static void case_lb_failover(void)
 	close_case(&t, 2);
 }
 
+/*
+ * A hostile speed buffer (what a broken or malicious receiver could write into
+ * the sender's region): the sender's next message fails the comm with one WARN
+ * naming it, nothing is sent on the bad cut.
+ */
+static void case_lb_hostile(void)
+{
+	struct lbt t;
+	struct nv_comm *c;
+	uint8_t *in;
+	void *req = NULL, *data;
+	size_t cap = MSG;
+	int tag = TAG, i, done, sz;
+	ncclResult_t r = ncclSuccess;
+	void *rreq;
+
+	open_case(&t, "1", "1");
+	stream(&t, 4); /* the receiver's first write has landed */
+	c = t.s;
+	in = nv_send_ctrl_of(c)->lb_in;
+	FH_CHECK(in[NV_WIRE_LB_COUNT_OFF + 7] == 1, "lb-hostile: the receiver's speeds: count %u",
+		 in[NV_WIRE_LB_COUNT_OFF + 7]);
+	in[0] ^= 0xff; /* magic broken */
+	__atomic_store_n(&in[NV_WIRE_LB_COUNT_OFF + 7], 2, __ATOMIC_RELEASE);
+	data = t.rbuf;
+	for (i = 0; i < 100000 && !req; i++)
+		FH_OK(t.f.net->irecv(t.r, 1, &data, &cap, &tag, &t.rmh, NULL, &req));
+	FH_CHECK(req != NULL, "lb-hostile: irecv gave no request");
+	rreq = req;
+	for (i = 0; i < 100000 && r == ncclSuccess; i++) {
+		req = NULL;
+		r = t.f.net->isend(t.s, t.sbuf, MSG, TAG, t.smh, NULL, &req);
+		FH_CHECK(!req || r != ncclSuccess, "lb-hostile: the message went");
+		FH_OK(t.f.net->test(rreq, &done, &sz)); /* simverbs moves the CTS on a poll */
+	}
+	FH_CHECK(r == ncclRemoteError, "lb-hostile: isend returned %d (head %" PRIu64 ", fifo seq %"
+		 PRIu64 ", error %d)", (int)r, ((struct nv_send_comm *)c)->head,
+		 nv_send_ctrl_of(c)->fifo[((struct nv_send_comm *)c)->head % NV_FIFO_SLOTS][0].seq,
+		 (int)c->error);
+	FH_CHECK(fh_warn_find(0, "the peer wrote a speed buffer with magic", "protocol violation",
+			      NULL) >= 0, "lb-hostile: no WARN naming the buffer");
+	fh_log("lb-hostile: %s", fh_warn_get(0));
+	FH_OK(t.f.net->deregMr(t.s, t.smh));
+	FH_OK(t.f.net->deregMr(t.r, t.rmh));
+	t.f.net->closeSend(t.s);
+	t.f.net->closeRecv(t.r);
+	FH_OK(t.f.net->closeListen(t.l));
+	free(t.sbuf);
+	free(t.rbuf);
+	fh_close(&t.f);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
 } cases[] = { { "lb", case_lb }, { "lb-local", case_lb_local }, { "off", case_off },
-	      { "lb-failover", case_lb_failover } };
+	      { "lb-failover", case_lb_failover }, { "lb-hostile", case_lb_hostile } };
 
 int main(int argc, char **argv)
 {
