@@ -162,7 +162,7 @@ EXTRA_DIST += test/fault/soak.sh test/fault/valgrind.sh test/fault/valgrind.supp
 
 # ---- fuzzing: libFuzzer targets of every network decoder (src/wire.c, cts.c, fo_msg.c) --
 # Short pass here; the long run is `test/fault/fuzz.sh --runs 1000000`.
-FAULT_FUZZ_TARGETS = handle hdr hello status meta stream cts records eager credit fo
+FAULT_FUZZ_TARGETS = handle hdr hello status meta stream cts records eager credit fo lb
 check-fuzz:
 	@NV_TOP_SRCDIR="$(abs_top_srcdir)" NV_TOP_BUILDDIR="$(abs_top_builddir)" \
 	  $(SHELL) $(srcdir)/test/fault/fuzz.sh --runs $${FUZZ_RUNS:-20000}; rc=$$?; \

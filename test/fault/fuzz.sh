@@ -7,7 +7,7 @@
 # --runs N      executions per target (default 20000: the short pass of check-extra)
 # --time S      instead, run each target for S seconds
 # --seeds       (re)generate the seed corpus in the source tree first
-# targets       handle hdr hello status meta stream cts records eager credit fo
+# targets       handle hdr hello status meta stream cts records eager credit fo lb
 #               (default: all whose decoder source exists: cts, records, eager
 #               and credit need src/cts.c, fo src/fo_msg.c)
 # Environment: NV_TOP_SRCDIR, NV_TOP_BUILDDIR (default: this checkout and ./build),
@@ -34,6 +34,7 @@ while [ $# -gt 0 ]; do
 done
 if [ ${#targets[@]} -eq 0 ]; then
 	targets=(handle hdr hello status meta stream)
+	grep -q nv_wire_lb_decode "$src/src/wire.c" && targets+=(lb)
 	[ -f "$src/src/cts.c" ] && targets+=(cts records eager credit)
 	[ -f "$src/src/fo_msg.c" ] && targets+=(fo)
 fi

@@ -172,6 +172,25 @@ static void fo_seeds(void)
 	put("fo", "seed-ready", b, 1 + NV_FO_HDR_SIZE);
 }
 
+/* The receiver's speed buffer (fuzz_lb: the device count byte, then the buffer). */
+static void lb_seeds(void)
+{
+	struct nv_lb_speeds v = { .ndevs = 2, .mbps = { 400000, 200000 }, .count = 3 };
+	uint8_t b[1 + NV_WIRE_LB_SIZE];
+
+	b[0] = 1; /* two devices */
+	nv_wire_lb_encode(&v, b + 1);
+	put("lb", "seed-two", b, sizeof(b));
+	v.ndevs = 8;
+	for (int i = 0; i < 8; i++)
+		v.mbps[i] = i == 5 ? 0 : 100000u * (uint32_t)(i + 1);
+	b[0] = 7;
+	nv_wire_lb_encode(&v, b + 1);
+	put("lb", "seed-eight", b, sizeof(b));
+	b[0] = 6; /* a near miss: eight speeds from a writer of seven devices */
+	put("lb", "seed-count-miss", b, sizeof(b));
+}
+
 int main(int argc, char **argv)
 {
 	static uint8_t meta_buf[NV_WIRE_META_SIZE_V4];
@@ -323,5 +342,6 @@ int main(int argc, char **argv)
 	}
 	eager_seeds();
 	fo_seeds();
+	lb_seeds();
 	return 0;
 }
