@@ -389,6 +389,9 @@ struct nv_send_comm {
 	struct nv_send_slot slots[NV_FIFO_SLOTS];
 	uint64_t max_bytes;		/* longest message (maxP2pBytes of its devices) */
 	uint32_t wr_bytes;		/* longest RDMA write (max_msg_sz of its devices) */
+	uint32_t one_bytes;		/* the longest message of the one-write fast path:
+					 * wr_bytes; 0 with NCCL_VERBS_FAST_PATHS=0, so
+					 * every message takes the general path */
 	struct ibv_send_wr wr[NV_SEND_CHAIN_MAX];
 	struct ibv_sge sge[NV_SEND_CHAIN_MAX];
 	/* Templates of the one-write chains (nv_send_post_one): constant fields set
@@ -398,6 +401,12 @@ struct nv_send_comm {
 	struct ibv_send_wr one_wr, split_wr[2];
 	struct ibv_sge one_sge;
 	struct nv_eager_send eager;
+	/* Work the general paths did that a one-buffer one-QP fast path also does,
+	 * counted there only (the progress thread's plain stores, as st): with
+	 * NCCL_VERBS_FAST_PATHS=0 every message counts, and with the fast paths on,
+	 * traffic they serve counts nothing (test/unit/test_fast_paths). */
+	uint32_t gen_isend;		/* send requests the general isend handed out */
+	uint32_t gen_chain;		/* data chains it built per QP (nv_send_post_qp) */
 	int lb_on;			/* NCCL_IB_EVENT_BASED_LB: messages are cut by the
 					 * speed weights (base.lb->cum, lb.h), not equally */
 };
@@ -406,12 +415,19 @@ struct nv_recv_comm {
 	struct nv_comm base;
 	uint64_t head;			/* sequence of the next irecv */
 	int gdr_flush;			/* iflush reads GPU buffers (QPs made at the first) */
+	int one_recvs;			/* receives of this many buffers may take the fast
+					 * paths (irecv, eager completion): 1; 0 with
+					 * NCCL_VERBS_FAST_PATHS=0 (n >= 1: none does) */
 	/* Templates of irecv's WRs: constant fields set once (nv_recv_comm_ready),
 	 * irecv fills in the rest; posting copies them, so reuse is immediate. */
 	struct ibv_send_wr cts_wr;
 	struct ibv_sge cts_sge;
 	struct ibv_recv_wr recv_wr;
 	struct nv_eager_recv eager;
+	/* as the send comm's gen_isend: receive requests the general irecv (plain or
+	 * eager) handed out, and eager comms' RECV completions of the general path */
+	uint32_t gen_irecv;
+	uint32_t gen_cqe;
 };
 
 /* ---- comm lifetime (qp.c) --------------------------------------------- */

@@ -493,6 +493,7 @@ nv_status_t nv_eager_recv_cqe_slow(struct nv_recv_comm *rc, const struct ibv_wc 
 	uint64_t seq;
 	char id[256];
 
+	rc->gen_cqe++;
 	if (nv_eager_drain(rc, &seq) != NV_OK)
 		return c->error;
 	if (nv_unlikely(seq == rc->head || !(wc->wc_flags & IBV_WC_WITH_IMM))) {
@@ -558,12 +559,13 @@ nv_status_t nv_eager_irecv(struct nv_recv_comm *rc, int n, void **data, size_t *
 	if (!nv_eager_room(rc, n) &&
 	    (nv_comm_progress(c) != NV_OK || nv_eager_poll(rc) != NV_OK || !nv_eager_room(rc, n)))
 		return c->error != NV_OK ? c->error : nv_comm_idle_call(c);
-	if (n == 1 && mhandles && mhandles[0])
+	if (n == rc->one_recvs && mhandles && mhandles[0])
 		return nv_eager_irecv_one(rc, data[0], sizes[0], tags[0], mhandles[0],
 					  phandles ? phandles[0] : NULL, request);
 	req = nv_req_get(c, NV_REQ_RECV);
 	if (!req)
 		return nv_comm_idle_call(c);
+	rc->gen_irecv++;
 	req->seq = rc->head;
 	req->nreqs = (uint8_t)n;
 	req->pending = n;

@@ -138,6 +138,8 @@ nv_eager_post_n(struct nv_recv_comm *rc, uint64_t seq, struct nv_cts_entry *src,
  * CTS as the general path (nv_eager_irecv), without its loops and the pass
  * over older sequences. Inline into nv_net_irecv; a ring entry that already
  * has its flag goes out of line (nv_eager_irecv_arrived checks it).
+ * NCCL_VERBS_FAST_PATHS=0 (one_recvs 0) takes the general path for every
+ * receive, and for every completion below (test/reruns.mk).
  */
 static inline __attribute__((always_inline)) nv_status_t
 nv_eager_irecv_one(struct nv_recv_comm *rc, void *data, size_t size, int tag,
@@ -220,7 +222,7 @@ nv_eager_recv_cqe(struct nv_recv_comm *rc, const struct ibv_wc *wc)
 	struct nv_request *r = &c->reqs[E->seqs[slot].req];
 
 	c->qps[0].recv_outstanding--;
-	if (nv_unlikely(E->seqs[slot].state != NV_ESEQ_WAIT || r->nreqs != 1 ||
+	if (nv_unlikely(E->seqs[slot].state != NV_ESEQ_WAIT || r->nreqs != rc->one_recvs ||
 			!(wc->wc_flags & IBV_WC_WITH_IMM) || imm > r->sizes[0] ||
 			__atomic_load_n(&nv_eager_trl(E, seq)->seq, __ATOMIC_ACQUIRE) == seq + 1))
 		return nv_eager_recv_cqe_slow(rc, wc);

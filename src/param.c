@@ -181,6 +181,9 @@ static const struct nv_param_def nv_params[NV_PARAM_COUNT] = {
 	STR_ROW(NV_PARAM_VERBS_DUMP_FILE, "NCCL_VERBS_DUMP_FILE", NULL, NULL,
 		"path checked every 100 ms: when it appears or is touched, every open comm logs "
 		"its state in one line (unset: none)"),
+	INT_ROW(NV_PARAM_VERBS_FAST_PATHS, "NCCL_VERBS_FAST_PATHS", 1, 0, 1,
+		"0: every isend, irecv and completion takes the general path, none its one-buffer "
+		"one-QP fast path (testing: the fast paths must behave as it)"),
 };
 
 struct nv_param_val {

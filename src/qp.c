@@ -772,6 +772,9 @@ void nv_send_comm_ready(struct nv_send_comm *sc)
 		if (nv_dev_wr_bytes(d) < sc->wr_bytes)
 			sc->wr_bytes = nv_dev_wr_bytes(d);
 	}
+	/* NCCL_VERBS_FAST_PATHS=0: no message is short enough for the one-write fast
+	 * paths (isend's and the chain's), so the general ones serve every message */
+	sc->one_bytes = nv_param_int(NV_PARAM_VERBS_FAST_PATHS) ? sc->wr_bytes : 0;
 	for (i = 0; i < NV_FIFO_SLOTS; i++)
 		sc->slots[i].seq = UINT64_MAX;
 	/* the one-write chains' constant fields (comm.h) */
@@ -800,6 +803,8 @@ void nv_send_comm_ready(struct nv_send_comm *sc)
 
 void nv_recv_comm_ready(struct nv_recv_comm *rc)
 {
+	/* NCCL_VERBS_FAST_PATHS=0: no receive has the buffer count of the fast paths */
+	rc->one_recvs = nv_param_int(NV_PARAM_VERBS_FAST_PATHS) ? 1 : 0;
 	memset(&rc->cts_wr, 0, sizeof(rc->cts_wr));
 	rc->cts_wr.sg_list = &rc->cts_sge;
 	rc->cts_wr.num_sge = 1;

@@ -79,6 +79,8 @@ static inline int nv_recv_room(const struct nv_recv_comm *rc)
 /*
  * irecv of one buffer on a one-QP one-device comm: the same entry, RECV
  * and clear-to-send as the general path below, without its loops.
+ * NCCL_VERBS_FAST_PATHS=0 (one_recvs 0) takes the general path for every
+ * receive (test/reruns.mk).
  */
 static inline nv_status_t nv_irecv_single(struct nv_recv_comm *rc, void *data, size_t size,
 					  int tag, const struct nv_mhandle *mh, void *phandle,
@@ -151,13 +153,13 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	if (st != NV_OK)
 		return st == NV_FO_BUSY ? NV_OK : st;
 	if (rc->eager.max) { /* every entry its own sequence (comm.h) */
-		if (nv_likely(n == 1 && mhandles && mhandles[0] && nv_eager_room(rc, 1)))
+		if (nv_likely(n == rc->one_recvs && mhandles && mhandles[0] && nv_eager_room(rc, 1)))
 			return nv_eager_irecv_one(rc, data[0], sizes[0], tags[0], mhandles[0],
 						  phandles ? phandles[0] : NULL, request);
 		return nv_eager_irecv(rc, n, data, sizes, tags, mhandles, phandles, request);
 	}
 	/* one registered buffer: the check below has nothing to refuse */
-	if (nv_likely(n == 1 && c->nq == 1 && c->ndevs == 1 && mhandles && mhandles[0]))
+	if (nv_likely(n == rc->one_recvs && c->nq == 1 && c->ndevs == 1 && mhandles && mhandles[0]))
 		return nv_irecv_single(rc, data[0], sizes[0], tags[0], mhandles[0],
 				       phandles ? phandles[0] : NULL, request);
 	for (i = 0; i < n; i++) {
@@ -172,6 +174,7 @@ nv_status_t nv_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int
 	req = nv_req_get(c, NV_REQ_RECV);
 	if (!req)
 		return nv_comm_idle_call(c);
+	rc->gen_irecv++;
 	if (nv_unlikely(nv_prof_cb != NULL))
 		for (i = 0; i < n; i++)
 			req->phandle[i] = phandles ? phandles[i] : NULL;

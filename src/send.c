@@ -71,6 +71,7 @@ static nv_status_t nv_send_post_qp(struct nv_send_comm *s, struct nv_send_slot *
 	struct nv_request *wreq[NV_SEND_CHAIN_MAX]; /* request of each data WR (profiler) */
 	int r, nwr = 0, ndata;
 
+	s->gen_chain++;
 	for (r = 0; r < sl->nreqs; r++) {
 		struct nv_request *req = &c->reqs[sl->req[r]];
 		uint64_t chunk = NV_ALIGN_UP((req->size + (uint64_t)c->nq - 1) / (uint64_t)c->nq,
@@ -215,7 +216,7 @@ static inline __attribute__((always_inline)) nv_status_t nv_send_post(struct nv_
 
 	sl->pending = s->base.nq;
 	sl->posted = 1;
-	if (nv_likely(s->base.nq == 1 && sl->nreqs == 1 && r0->size && r0->size <= s->wr_bytes))
+	if (nv_likely(s->base.nq == 1 && sl->nreqs == 1 && r0->size && r0->size <= s->one_bytes))
 		return nv_send_post_one(s, sl, r0);
 	/* NCCL_IB_EVENT_BASED_LB: this message's cut (fails on a bad speed buffer) */
 	if (nv_unlikely(s->base.lb != NULL) && nv_lb_prepare(s, sl->seq) != NV_OK)
@@ -274,6 +275,8 @@ static int nv_send_slot_claim(struct nv_send_comm *s, uint64_t seq, int nreqs)
  * (e->seq checked by the caller), of a message one RDMA write carries
  * (size <= wr_bytes, checked by the caller): the same checks, matching and chain as
  * the general path below, without its bookkeeping for grouped slots.
+ * NCCL_VERBS_FAST_PATHS=0 (one_bytes 0) sends every message the general way,
+ * which the reruns of test/reruns.mk hold to the same results.
  */
 static inline nv_status_t nv_isend_single(struct nv_send_comm *s, const struct nv_cts_entry *e,
 					  void *data, size_t size, int tag, void *mhandle,
@@ -352,7 +355,7 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 		return nv_send_wait(c, s->head, size, tag);
 	}
 	s->eager.cts_seq = s->head; /* its grant, if eager needs one later (comm.h) */
-	if (nv_likely(c->nq == 1 && size && size <= s->wr_bytes && /* one write carries it */
+	if (nv_likely(c->nq == 1 && size && size <= s->one_bytes && /* one write carries it */
 		      e[0].nreqs == 1))
 		return nv_isend_single(s, e, data, size, tag, mhandle, phandle, request);
 	ready = nv_send_slot_ready(s, s->head);
@@ -379,6 +382,7 @@ nv_status_t nv_net_isend(void *send_comm, void *data, size_t size, int tag, void
 	req = nv_req_get(c, NV_REQ_SEND);
 	if (!req)
 		return NV_OK;
+	s->gen_isend++;
 	req->data = data;
 	req->size = size < e[r].size ? size : e[r].size; /* truncation as NCCL expects */
 	req->mh = mhandle;

@@ -60,6 +60,13 @@ TESTS += test/unit/test_cts
 test_unit_test_cts_SOURCES = test/unit/test_cts.c
 test_unit_test_cts_LDADD = libnvcore.la $(IBVERBS_LIBS)
 
+# the fast paths taken, or with NCCL_VERBS_FAST_PATHS=0 none (counted by the
+# general paths); the forced reruns of the data-path tests are in test/reruns.mk
+check_PROGRAMS += test/unit/test_fast_paths
+TESTS += test/unit/test_fast_paths
+test_unit_test_fast_paths_SOURCES = test/unit/test_fast_paths.c
+test_unit_test_fast_paths_LDADD = libnvcore.la $(IBVERBS_LIBS)
+
 # the order of reads on peer-written control data (flag first), by page traps
 check_PROGRAMS += test/unit/test_read_order
 TESTS += test/unit/test_read_order
