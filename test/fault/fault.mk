@@ -193,7 +193,7 @@ FAULT_VALGRIND_TESTS = test/e2e/e2e_loopback test/e2e/e2e_handshake test/e2e/e2e
 # The pass runs under names of its own, test/valgrind/<dir>/<test>.vg (a file
 # holding the program's path, read by valgrind.sh), so that its .log and .trs
 # files (test/valgrind/...) never overwrite those of `make check`.
-TEST_EXTENSIONS = .test .vg .eager0	# .eager0: test/reruns.mk
+TEST_EXTENSIONS = .test .vg .eager0 .fast0	# .eager0, .fast0: test/reruns.mk
 VG_LOG_COMPILER = $(SHELL) $(abs_top_srcdir)/test/fault/valgrind.sh
 FAULT_VALGRIND_VG = $(FAULT_VALGRIND_TESTS:test/%=test/valgrind/%.vg)
 check-valgrind:
