@@ -78,6 +78,7 @@ struct nv_async_sink {
 	atomic_int watched;
 	atomic_int waiting;
 	atomic_int peer_gone;
+	int peer_state;		/* nv_fd_peer_state's answer when peer_gone was set */
 	atomic_int fo_wake;	/* failover.c: bytes on watch_fd set NV_SINK_FAILOVER (a round) */
 	atomic_int lb_wake;	/* lb.c: a DEVICE_SPEED_CHANGE on the HCA sets NV_SINK_LB */
 	int watch_fd;

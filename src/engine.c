@@ -287,9 +287,11 @@ __attribute__((noinline, cold)) nv_status_t nv_comm_peer_closed(struct nv_comm *
 
 	if (nv_comm_progress(c) != NV_OK || (waiting && waiting->done))
 		return c->error;
-	nv_comm_fail(c, NV_ERR_REMOTE, "connection %s: the peer closed its side (its process "
-		     "exited or was killed, or it closed the comm) while we were waiting for it; "
-		     "hint: look for the first error on that peer", nv_comm_ident(c, id, sizeof(id)));
+	/* sink.peer_state: what the handshake socket said (nv_fd_peer_state) */
+	nv_comm_fail(c, NV_ERR_REMOTE, "connection %s: %s, found on the handshake connection "
+		     "while we were waiting for the peer; hint: look for the first error on that "
+		     "peer%s", nv_comm_ident(c, id, sizeof(id)), nv_peer_gone_why(c->sink.peer_state),
+		     c->sink.peer_state ? " and at that host" : "");
 	return c->error;
 }
 
@@ -318,7 +320,8 @@ __attribute__((noinline)) nv_status_t nv_comm_liveness(struct nv_comm *c,
 	c->last_alive_ns = now;
 	if (c->fo && nv_fo_peer_spoke(c))
 		return NV_OK; /* a failover round starts at the next call */
-	if (nv_sock_alive(c->fd))
+	c->sink.peer_state = nv_fd_peer_state(c->fd);
+	if (c->sink.peer_state == 1)
 		return NV_OK;
 	return nv_comm_peer_closed(c, waiting);
 }

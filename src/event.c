@@ -366,8 +366,11 @@ void nv_hca_sink_sweep_at(struct nv_hca *h, uint64_t now, int dump)
 			atomic_fetch_or_explicit(&s->fatal, NV_SINK_FAILOVER, memory_order_release);
 			continue;
 		}
-		if (!nv_fd_peer_alive(s->watch_fd))
+		w = nv_fd_peer_state(s->watch_fd);
+		if (w != 1) {
+			s->peer_state = w; /* read after peer_gone (acquire) */
 			atomic_store_explicit(&s->peer_gone, 1, memory_order_release);
+		}
 	}
 	pthread_mutex_unlock(&nv_sink_lock);
 }

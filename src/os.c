@@ -24,19 +24,48 @@ uint64_t nv_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int nv_fd_peer_alive(int fd)
+int nv_fd_peer_state(int fd)
 {
 	char c;
 	ssize_t n;
 
 	if (fd < 0)
-		return 0;
+		return -EBADF;
 	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n > 0)
 		return 1;
 	if (n == 0)
 		return 0;
-	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return 1;
+	return -errno;
+}
+
+int nv_fd_peer_alive(int fd)
+{
+	return nv_fd_peer_state(fd) == 1;
+}
+
+const char *nv_peer_gone_why(int state)
+{
+	switch (-state) {
+	case 0:
+		return "the peer closed its side (its process exited or was killed, or it closed "
+		       "the comm)";
+	case ECONNRESET:
+		return "the peer's host reset the connection (its process died with data unread, "
+		       "or a firewall or its TCP stack dropped the connection)";
+	case ETIMEDOUT:
+		return "the peer's host stopped answering on the connection (no TCP keepalive "
+		       "answer: the host is down or hung, or the network between the hosts is cut)";
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case ENETDOWN:
+		return "the peer's host cannot be reached any more (no route to it: the network "
+		       "between the hosts is down)";
+	default:
+		return "the connection to the peer failed";
+	}
 }
 
 int nv_fd_pending(int fd)

@@ -14,6 +14,14 @@ uint64_t nv_now_ns(void);
 /* 1 while the peer of connected socket fd has not closed or reset it (a
  * non-blocking MSG_PEEK; the data stays queued), 0 otherwise. */
 int nv_fd_peer_alive(int fd);
+/* As nv_fd_peer_alive, telling why not: 1 alive, 0 the peer closed it (EOF),
+ * -errno the connection failed (ECONNRESET: reset; ETIMEDOUT: the peer's host
+ * stopped answering, e.g. TCP keepalive; EBADF for fd < 0). The kernel reports
+ * a connection's error once: a later call sees EOF. */
+int nv_fd_peer_state(int fd);
+/* Why the peer of a handshake connection is gone, for a message: the state
+ * nv_fd_peer_state gave (0 or -errno). Static text. */
+const char *nv_peer_gone_why(int state);
 /* 1 bytes are waiting to be read on socket fd, 0 none (yet), -1 EOF or error. Never blocks. */
 int nv_fd_pending(int fd);
 /* Sleeps ms milliseconds (resumes after signals). Control path only. */

@@ -8,6 +8,8 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
@@ -359,6 +361,26 @@ static void test_event_port_err(void)
 	}
 }
 
+/* A TCP connection over loopback whose client end is reset (SO_LINGER 0):
+ * returns the accepted end, on which the reset is pending. */
+static int tcp_reset_end(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	struct linger lg = { 1, 0 };
+	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), s;
+
+	CHECK(l >= 0 && c >= 0 && bind(l, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CHECK(listen(l, 1) == 0 && getsockname(l, (struct sockaddr *)&a, &al) == 0);
+	CHECK(connect(c, (struct sockaddr *)&a, sizeof(a)) == 0);
+	s = accept(l, NULL, NULL);
+	CHECK(s >= 0 && setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
+	close(c);
+	close(l);
+	usleep(20000); /* the RST crosses loopback */
+	return s;
+}
+
 /* The event thread's peer check: only watched, waiting sinks of its HCA are
  * checked; peer_gone once the peer closed its socket; none after the thread stops. */
 static void test_peer_watch(void)
@@ -390,6 +412,13 @@ static void test_peer_watch(void)
 	atomic_store(&other.waiting, 1);
 	nv_hca_sink_sweep(h);
 	CHECK(atomic_load(&s.peer_gone) == 1 && atomic_load(&other.peer_gone) == 0);
+	CHECK(s.peer_state == 0); /* closed (EOF), not reset */
+	close(sv[0]);
+	sv[0] = tcp_reset_end(); /* reset: the sweep keeps why */
+	CHECK(nv_hca_sink_watch(h, &s, sv[0]) == 1 && atomic_load(&s.peer_gone) == 0);
+	atomic_store(&s.waiting, 1);
+	nv_hca_sink_sweep(h);
+	CHECK(atomic_load(&s.peer_gone) == 1 && s.peer_state == -ECONNRESET);
 	/* the thread itself: finds a closed peer within about NV_LIVENESS_NS */
 	close(sv[0]);
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "os.h"
 #include "sock.h"
 #include "wire.h"
 
@@ -148,11 +149,71 @@ static void test_transfer(void)
 	nv_sock_close(&cfd);
 }
 
+/* A connected TCP pair over loopback: *cfd connected to *afd. */
+static void tcp_pair(int *lfd, int *cfd, int *afd)
+{
+	struct nv_sock_addr a, bound, peer;
+	char name[NV_SOCK_IFNAME_LEN];
+	int crc = 0;
+	double t0;
+
+	*lfd = *cfd = *afd = -1;
+	CHECK(nv_sock_pick_if("lo", "AF_INET", &a, name, sizeof(name)) == NV_OK);
+	CHECK(nv_sock_listen(&a, lfd, &bound) == 0);
+	CHECK(nv_sock_connect_start(&bound, cfd) == 0);
+	t0 = now_s();
+	while ((*afd < 0 || crc == 0) && now_s() - t0 < 10) {
+		if (*afd < 0)
+			CHECK(nv_sock_accept(*lfd, afd, &peer) == 0);
+		if (crc == 0)
+			crc = nv_sock_connect_check(*cfd);
+	}
+	CHECK(*afd >= 0 && crc == 1);
+}
+
+/* Why a peer is gone: a closed connection (EOF) is told apart from a reset one;
+ * the kernel reports the reset once, then EOF. */
+static void test_peer_state(void)
+{
+	struct linger lg = { 1, 0 };
+	int lfd, cfd, afd, st = 1;
+	double t0;
+
+	CHECK(nv_fd_peer_state(-1) == -EBADF && nv_fd_peer_alive(-1) == 0);
+	tcp_pair(&lfd, &cfd, &afd);
+	CHECK(nv_fd_peer_state(afd) == 1 && nv_fd_peer_alive(afd) == 1);
+	nv_sock_close(&cfd); /* FIN */
+	t0 = now_s();
+	while ((st = nv_fd_peer_state(afd)) == 1 && now_s() - t0 < 10)
+		;
+	CHECK(st == 0 && nv_fd_peer_alive(afd) == 0);
+	nv_sock_close(&afd);
+	nv_sock_close(&lfd);
+
+	tcp_pair(&lfd, &cfd, &afd);
+	CHECK(setsockopt(cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
+	nv_sock_close(&cfd); /* RST */
+	t0 = now_s();
+	while ((st = nv_fd_peer_state(afd)) == 1 && now_s() - t0 < 10)
+		;
+	CHECK(st == -ECONNRESET);
+	CHECK(nv_fd_peer_state(afd) == 0); /* reported once */
+	nv_sock_close(&afd);
+	nv_sock_close(&lfd);
+
+	CHECK(strstr(nv_peer_gone_why(0), "closed its side") != NULL);
+	CHECK(strstr(nv_peer_gone_why(-ECONNRESET), "reset the connection") != NULL);
+	CHECK(strstr(nv_peer_gone_why(-ETIMEDOUT), "stopped answering") != NULL);
+	CHECK(strstr(nv_peer_gone_why(-EHOSTUNREACH), "cannot be reached") != NULL);
+	CHECK(strstr(nv_peer_gone_why(-EPERM), "failed") != NULL);
+}
+
 int main(void)
 {
 	test_match();
 	test_pick();
 	test_handle_addr();
 	test_transfer();
+	test_peer_state();
 	return nvt_exit("test_sock");
 }
