@@ -207,7 +207,7 @@ static int nv_acc_build(struct nv_listen_comm *lc)
 	c->rctrl_addr = c->rmeta->addr;
 	c->nq = nv_comm_data_qps(c, c->rmeta->split);
 	if (nv_comm_qps_ready(c, c->tc) != NV_OK) {
-		snprintf(lc->hs.why, sizeof(lc->hs.why), "QP bring-up (see above)");
+		nv_hs_set_why(&lc->hs, "QP bring-up (see above)");
 		return nv_acc_fail(lc, NV_WST_QP_FAILED);
 	}
 	/* the flush QPs come with the first flush (or eager copy into GPU memory):
@@ -225,7 +225,7 @@ static int nv_acc_build(struct nv_listen_comm *lc)
 	lc->hs.state = NV_ACC_SEND_META;
 	return NV_STEP_NEXT;
 err_resources:
-	snprintf(lc->hs.why, sizeof(lc->hs.why), "local verbs resources (see above)");
+	nv_hs_set_why(&lc->hs, "local verbs resources (see above)");
 	return nv_acc_fail(lc, NV_WST_RESOURCES);
 }
 
@@ -273,7 +273,7 @@ static int nv_acc_recv_meta(struct nv_listen_comm *lc)
 			       ? nv_acc_fail(lc, NV_WST_TIMEOUT) : NV_STEP_WAIT;
 	lc->hs.local_st = nv_comm_init(c, NV_COMM_RECV, nv_acc_pick_vdev(lc), NV_MAX_REQUESTS);
 	if (lc->hs.local_st != NV_OK) {
-		snprintf(lc->hs.why, sizeof(lc->hs.why), "local verbs resources (see above)");
+		nv_hs_set_why(&lc->hs, "local verbs resources (see above)");
 		return nv_acc_fail(lc, NV_WST_RESOURCES);
 	}
 	if (nv_hs_meta(&lc->hs, c, NV_META_ROLE_SEND, &code) < 0)
@@ -321,7 +321,7 @@ static int nv_acc_peer_probe(struct nv_listen_comm *lc)
 	if (rc == NV_STEP_WAIT)
 		return rc;
 	if (nv_comm_probe_post(c) != NV_OK) {
-		snprintf(lc->hs.why, sizeof(lc->hs.why), "posting the path check (see above)");
+		nv_hs_set_why(&lc->hs, "posting the path check (see above)");
 		return nv_acc_fail(lc, NV_WST_PROBE_FAILED);
 	}
 	lc->hs.state = NV_ACC_PROBE;

@@ -128,7 +128,7 @@ static int nv_con_resources(struct nv_connect_state *cs)
 	if (cs->hs.local_st == NV_OK)
 		cs->hs.local_st = nv_comm_create_qps(c, nv_con_nqps(c->ndevs, cs->rndevs));
 	if (cs->hs.local_st != NV_OK) {
-		snprintf(cs->hs.why, sizeof(cs->hs.why), "local verbs resources (see above)");
+		nv_hs_set_why(&cs->hs, "local verbs resources (see above)");
 		return nv_con_fail(cs, NV_WST_RESOURCES);
 	}
 	/* As NCCL: the knob, else the communicator's trafficClass, else 0 (SL only 0..15). */
@@ -290,11 +290,11 @@ static int nv_con_recv_meta(struct nv_connect_state *cs)
 	c->rctrl_addr = c->rmeta->addr;
 	c->nq = nv_comm_data_qps(c, (int)nv_param_int(NV_PARAM_IB_SPLIT_DATA_ON_QPS));
 	if (nv_comm_qps_ready(c, c->tc) != NV_OK) {
-		snprintf(cs->hs.why, sizeof(cs->hs.why), "QP bring-up (see above)");
+		nv_hs_set_why(&cs->hs, "QP bring-up (see above)");
 		return nv_con_fail(cs, NV_WST_QP_FAILED);
 	}
 	if (nv_comm_probe_post(c) != NV_OK) {
-		snprintf(cs->hs.why, sizeof(cs->hs.why), "posting the path check (see above)");
+		nv_hs_set_why(&cs->hs, "posting the path check (see above)");
 		return nv_con_fail(cs, NV_WST_PROBE_FAILED);
 	}
 	cs->hs.state = NV_CON_PROBE;

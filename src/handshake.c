@@ -100,6 +100,11 @@ size_t nv_hs_put(uint8_t *buf, uint16_t type, const void *payload_src)
 	return NV_WIRE_HDR_SIZE + h.len;
 }
 
+void nv_hs_set_why(struct nv_hs *hs, const char *text)
+{
+	snprintf(hs->why, sizeof(hs->why), "%s", text);
+}
+
 void nv_hs_queue_status(struct nv_hs *hs, uint32_t code)
 {
 	hs->out_len = nv_hs_put(hs->out, NV_MSG_STATUS, &code);

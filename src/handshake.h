@@ -46,6 +46,12 @@ uint64_t nv_process_token_get(void);
 uint64_t nv_deadline(void);
 nv_status_t nv_random(void *buf, size_t len);
 
+/* A local step failed and said why in a WARN before: text (a constant) into
+ * hs->why. Out of line, so the text stays whole in the binary: inlined, GCC
+ * stores a short constant as 8-byte immediates, and lintian's spelling check
+ * read the piece "see abov" of "(see above)" as a misspelt word. */
+void nv_hs_set_why(struct nv_hs *hs, const char *text);
+
 /* Encodes header + payload of `type` into buf; returns the bytes written. */
 size_t nv_hs_put(uint8_t *buf, uint16_t type, const void *payload_src);
 void nv_hs_queue_status(struct nv_hs *hs, uint32_t code);
