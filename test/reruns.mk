@@ -5,7 +5,7 @@
 # in the build tree (they hold a comment only), so no placeholder is kept in
 # the source tree. test/device/tests.list names each rerun with its mode.
 #
-# The eager path off (NCCL_VERBS_EAGER_MAX=0, test/e2e/eager0.sh): every test
+# The eager path off (NCCL_VERBS_EAGER_MAX=0, test/e2e/rerun.sh): every test
 # that moves data over one-device one-QP comms, where eager applies, passes
 # with eager on (its own run) and off (this one). Left out: e2e_multi and
 # e2e_vnic (several QPs or devices), e2e_eager (needs eager on), the fault
@@ -24,14 +24,14 @@ endif
 
 EAGER_OFF_TESTS = $(EAGER_OFF_RERUNS:=-eager-off.eager0)
 TESTS += $(EAGER_OFF_TESTS)
-EAGER0_LOG_COMPILER = $(SHELL) $(abs_top_srcdir)/test/e2e/eager0.sh
-EXTRA_DIST += test/e2e/eager0.sh
+EAGER0_LOG_COMPILER = $(SHELL) $(abs_top_srcdir)/test/e2e/rerun.sh
+EXTRA_DIST += test/e2e/rerun.sh
 CLEANFILES += $(EAGER_OFF_TESTS)
 $(EAGER_OFF_TESTS): $(top_srcdir)/test/reruns.mk
 	$(AM_V_GEN)$(MKDIR_P) `dirname $@` && \
-	  echo "# $@: test/e2e/eager0.sh runs the test with NCCL_VERBS_EAGER_MAX=0" >$@
+	  echo "# $@: test/e2e/rerun.sh runs the test with NCCL_VERBS_EAGER_MAX=0" >$@
 
-# The general paths (NCCL_VERBS_FAST_PATHS=0, test/e2e/fast0.sh): the
+# The general paths (NCCL_VERBS_FAST_PATHS=0, test/e2e/rerun.sh): the
 # one-buffer one-QP fast paths of isend (send.c), irecv (recv.c) and the eager
 # irecv and completion (eager.h) are copies of the general paths, so the tests
 # that drive them through every case they take (sizes over and under the
@@ -57,9 +57,8 @@ GENERAL_RERUNS = test/e2e/e2e_loopback test/e2e/e2e_cq test/e2e/e2e_errors \
 
 GENERAL_TESTS = $(GENERAL_RERUNS:=-general.fast0)
 TESTS += $(GENERAL_TESTS)
-FAST0_LOG_COMPILER = $(SHELL) $(abs_top_srcdir)/test/e2e/fast0.sh
-EXTRA_DIST += test/e2e/fast0.sh
+FAST0_LOG_COMPILER = $(SHELL) $(abs_top_srcdir)/test/e2e/rerun.sh
 CLEANFILES += $(GENERAL_TESTS)
 $(GENERAL_TESTS): $(top_srcdir)/test/reruns.mk
 	$(AM_V_GEN)$(MKDIR_P) `dirname $@` && \
-	  echo "# $@: test/e2e/fast0.sh runs the test with NCCL_VERBS_FAST_PATHS=0" >$@
+	  echo "# $@: test/e2e/rerun.sh runs the test with NCCL_VERBS_FAST_PATHS=0" >$@

@@ -156,8 +156,7 @@ while read -r name mode reason; do
 		continue
 	fi
 	case $name in
-	*.eager0) cmd=(sh "$src/test/e2e/eager0.sh" "$name") ;;
-	*.fast0) cmd=(sh "$src/test/e2e/fast0.sh" "$name") ;;
+	*.eager0 | *.fast0) cmd=(sh "$src/test/e2e/rerun.sh" "$name") ;;
 	*) if [ -x "$build/$name" ]; then cmd=("$build/$name")
 	   elif [ -x "$src/$name" ]; then cmd=("$src/$name")
 	   else cmd=(); fi ;;
