@@ -25,45 +25,12 @@
 #include "nv_api.h"
 #include "param.h"
 
+#include "nvcomm.h"
 #include "nvtest.h"
 
 #define BUF (64 * 1024)
 
 static char sbuf[BUF], rbuf[2][BUF];
-
-static int find(const char *name)
-{
-	int i;
-
-	for (i = 0; i < nv_vdev_count(); i++)
-		if (!strcmp(nv_vdev_get(i)->name, name))
-			return i;
-	fprintf(stderr, "no device %s\n", name);
-	exit(1);
-}
-
-static void pair(int dev, struct nv_comm **s, struct nv_comm **r)
-{
-	char handle[128];
-	void *lc, *sc = NULL, *rc = NULL;
-	int i;
-
-	if (nv_net_listen(NULL, dev, handle, &lc) != NV_OK)
-		exit(1);
-	for (i = 0; (!sc || !rc) && i < 2000000; i++) {
-		if (!sc && nv_net_connect(NULL, dev, handle, -1, &sc) != NV_OK)
-			exit(1);
-		if (!rc && nv_net_accept(lc, &rc) != NV_OK)
-			exit(1);
-	}
-	if (!sc || !rc) {
-		fprintf(stderr, "connect/accept did not finish\n");
-		exit(1);
-	}
-	nv_net_close_listen(lc);
-	*s = sc;
-	*r = rc;
-}
 
 /* Tests req until done (bounded); its sizes into got. */
 static int wait_done(void *req, int *got)
@@ -143,7 +110,7 @@ static void mode(const char *fast, const char *eager)
 {
 	const char *env[] = { fast, eager, NULL };
 	static const size_t cts_sizes[] = { 8, 8192, 8193, BUF };
-	int ncts = (int)(sizeof(cts_sizes) / sizeof(cts_sizes[0])), neager = 0, i, on;
+	int ncts = (int)(sizeof(cts_sizes) / sizeof(cts_sizes[0])), neager = 0, i, on, d;
 	struct nv_comm *s, *r;
 	struct nv_send_comm *sc;
 	struct nv_recv_comm *rc;
@@ -153,7 +120,8 @@ static void mode(const char *fast, const char *eager)
 	if (nv_param_load_from(nvt_env, (void *)env) != NV_OK)
 		exit(1);
 	on = nv_param_int(NV_PARAM_VERBS_FAST_PATHS);
-	pair(find("simib0"), &s, &r);
+	d = nvt_find_dev("simib0");
+	nvt_pair(d, d, -1, &s, &r);
 	sc = (struct nv_send_comm *)s;
 	rc = (struct nv_recv_comm *)r;
 	CHECK(nv_net_reg_mr(s, sbuf, sizeof(sbuf), NV_MEM_HOST, 0, -1, &smh) == NV_OK);

@@ -22,46 +22,8 @@
 #include "nv_api.h"
 #include "param.h"
 
+#include "nvcomm.h"
 #include "nvtest.h"
-
-static int find(const char *name)
-{
-	int i;
-
-	for (i = 0; i < nv_vdev_count(); i++)
-		if (!strcmp(nv_vdev_get(i)->name, name))
-			return i;
-	fprintf(stderr, "no device %s\n", name);
-	exit(1);
-}
-
-static void pair_tc(int sdev, int rdev, int tc, struct nv_comm **s, struct nv_comm **r)
-{
-	char handle[128];
-	void *lc, *sc = NULL, *rc = NULL;
-	int i;
-
-	if (nv_net_listen(NULL, rdev, handle, &lc) != NV_OK)
-		exit(1);
-	for (i = 0; (!sc || !rc) && i < 2000000; i++) {
-		if (!sc && nv_net_connect(NULL, sdev, handle, tc, &sc) != NV_OK)
-			exit(1);
-		if (!rc && nv_net_accept(lc, &rc) != NV_OK)
-			exit(1);
-	}
-	if (!sc || !rc) {
-		fprintf(stderr, "connect/accept did not finish\n");
-		exit(1);
-	}
-	nv_net_close_listen(lc);
-	*s = sc;
-	*r = rc;
-}
-
-static void pair(int sdev, int rdev, struct nv_comm **s, struct nv_comm **r)
-{
-	pair_tc(sdev, rdev, -1, s, r);
-}
 
 static void query(struct nv_comm *c, int i, struct ibv_qp_attr *a)
 {
@@ -78,9 +40,9 @@ static void knobs_roce(void)
 {
 	struct nv_comm *s, *r;
 	struct ibv_qp_attr a;
-	int d = find("simroce0"), i;
+	int d = nvt_find_dev("simroce0"), i;
 
-	pair(d, d, &s, &r);
+	nvt_pair(d, d, -1, &s, &r);
 	CHECK(s->nqps == 2 && r->nqps == 2);
 	for (i = 0; i < 2; i++) {
 		query(s, i, &a);
@@ -100,9 +62,9 @@ static void mtu_ib(void)
 {
 	struct nv_comm *s, *r;
 	struct ibv_qp_attr a;
-	int big = find("simib0"), small = find("simib1");
+	int big = nvt_find_dev("simib0"), small = nvt_find_dev("simib1");
 
-	pair(big, small, &s, &r);
+	nvt_pair(big, small, -1, &s, &r);
 	query(s, 0, &a);
 	CHECK(a.path_mtu == IBV_MTU_1024);
 	CHECK(a.ah_attr.is_global == 0); /* IB, same subnet: LID routed, no GRH */
@@ -111,7 +73,7 @@ static void mtu_ib(void)
 	CHECK(nv_net_close_send(s) == NV_OK && nv_net_close_recv(r) == NV_OK);
 	/* the device table was not lowered: 4096 <-> 4096 still negotiates 4096 */
 	CHECK(nv_dev_get(nv_vdev_get(big)->devs[0])->active_mtu == IBV_MTU_4096);
-	pair(big, big, &s, &r);
+	nvt_pair(big, big, -1, &s, &r);
 	query(s, 0, &a);
 	CHECK(a.path_mtu == IBV_MTU_4096);
 	CHECK(nv_net_close_send(s) == NV_OK && nv_net_close_recv(r) == NV_OK);
@@ -132,10 +94,10 @@ static void traffic_class(void)
 {
 	struct nv_comm *s, *r;
 	struct ibv_qp_attr a;
-	int d = find("simroce0");
+	int d = nvt_find_dev("simroce0");
 
 	CHECK(nv_param_load_from(env_without_sl_tc, NULL) == NV_OK);
-	pair_tc(d, d, 5, &s, &r);
+	nvt_pair(d, d, 5, &s, &r);
 	query(s, 0, &a);
 	CHECK(a.ah_attr.sl == 5 && a.ah_attr.grh.traffic_class == 5);
 	query(r, 0, &a);
@@ -233,9 +195,9 @@ static void liveness_stride(void)
 static void cq_built(void)
 {
 	struct nv_comm *s, *r;
-	int d = find("simib0"), i;
+	int d = nvt_find_dev("simib0"), i;
 
-	pair(d, d, &s, &r);
+	nvt_pair(d, d, -1, &s, &r);
 	CHECK(s->dev[0].plan.depth == 2 * (NV_SEND_QP_WR + 1 + 1));
 	CHECK(r->dev[0].plan.depth == 2 * (NV_RECV_QP_SEND_WR + NV_RECV_QP_RECV_WR + 1) +
 					     NV_MAX_REQUESTS);
@@ -258,11 +220,11 @@ static void device_fatal(void)
 	char buf[64];
 	void *data = buf;
 	size_t size = sizeof(buf);
-	int tag = 1, d = find("simib1");
+	int tag = 1, d = nvt_find_dev("simib1");
 
 	struct nv_hca *hca;
 
-	pair(d, d, &s, &r);
+	nvt_pair(d, d, -1, &s, &r);
 	hca = s->dev[0].hca;
 	CHECK(nv_net_reg_mr(r, buf, sizeof(buf), NV_MEM_HOST, 0, -1, &mh) == NV_OK);
 	CHECK(atomic_load(&s->sink.fatal) == 0 && atomic_load(&r->sink.fatal) == 0);

@@ -41,16 +41,8 @@
 #include "nv_api.h"
 #include "param.h"
 
+#include "nvcomm.h"
 #include "nvtest.h"
-
-static int find(const char *name)
-{
-	for (int i = 0; i < nv_vdev_count(); i++)
-		if (!strcmp(nv_vdev_get(i)->name, name))
-			return i;
-	fprintf(stderr, "no device %s\n", name);
-	exit(1);
-}
 
 /* Connects sname to a listener on rname; false when either side failed. */
 static bool try_pair(const char *sname, const char *rname, struct nv_comm **s, struct nv_comm **r)
@@ -59,7 +51,7 @@ static bool try_pair(const char *sname, const char *rname, struct nv_comm **s, s
 	void *lc, *sc = NULL, *rc = NULL;
 	bool sfail = false, rfail = false;
 
-	if (nv_net_listen(NULL, find(rname), handle, &lc) != NV_OK)
+	if (nv_net_listen(NULL, nvt_find_dev(rname), handle, &lc) != NV_OK)
 		exit(1);
 	for (int i = 0; (!sc && !sfail) || (!rc && !rfail); i++) {
 		if (i > 2000000) {
@@ -67,7 +59,7 @@ static bool try_pair(const char *sname, const char *rname, struct nv_comm **s, s
 			exit(1);
 		}
 		if (!sc && !sfail)
-			sfail = nv_net_connect(NULL, find(sname), handle, -1, &sc) != NV_OK;
+			sfail = nv_net_connect(NULL, nvt_find_dev(sname), handle, -1, &sc) != NV_OK;
 		if (!rc && !rfail)
 			rfail = nv_net_accept(lc, &rc) != NV_OK;
 	}
@@ -163,7 +155,7 @@ static void ib_subnets(void)
 	infos[0] = '\0';
 	pair("sa0", "sa1", &s, &r); /* one subnet: LIDs */
 	av(s, &sa);
-	CHECK(!sa.ah_attr.is_global && sa.ah_attr.dlid == nv_dev_get(nv_vdev_get(find("sa1"))->devs[0])->lid);
+	CHECK(!sa.ah_attr.is_global && sa.ah_attr.dlid == nv_dev_get(nv_vdev_get(nvt_find_dev("sa1"))->devs[0])->lid);
 	CHECK(strstr(infos, "same IB subnet 0x0001: LID routing, no GRH") != NULL);
 	if (!strstr(infos, "same IB subnet"))
 		fprintf(stderr, "INFO:\n%s", infos);
@@ -198,10 +190,10 @@ static void subnet_aware(void)
 
 	infos[0] = '\0';
 	nvt_log_clear();
-	if (nv_net_listen(NULL, find("rc0"), handle, &lc) != NV_OK)
+	if (nv_net_listen(NULL, nvt_find_dev("rc0"), handle, &lc) != NV_OK)
 		exit(1);
 	for (int i = 0; (!sc || !rc) && i < 2000000; i++) {
-		if (!sc && nv_net_connect(NULL, find("ece0"), handle, -1, &sc) != NV_OK)
+		if (!sc && nv_net_connect(NULL, nvt_find_dev("ece0"), handle, -1, &sc) != NV_OK)
 			break;
 		if (!rc && nv_net_accept(lc, &rc) != NV_OK)
 			break;
@@ -225,10 +217,10 @@ static void subnet_aware_accept(void)
 
 	infos[0] = '\0';
 	nvt_log_clear();
-	if (nv_net_listen(NULL, find("ece0"), handle, &lc) != NV_OK)
+	if (nv_net_listen(NULL, nvt_find_dev("ece0"), handle, &lc) != NV_OK)
 		exit(1);
 	for (int i = 0; (!sc || !rc) && i < 2000000; i++) {
-		if (!sc && nv_net_connect(NULL, find("rc0"), handle, -1, &sc) != NV_OK)
+		if (!sc && nv_net_connect(NULL, nvt_find_dev("rc0"), handle, -1, &sc) != NV_OK)
 			break;
 		if (!rc && nv_net_accept(lc, &rc) != NV_OK)
 			break;

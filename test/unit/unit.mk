@@ -2,7 +2,7 @@
 # Makefile.am. Those linking libnvcore.la call the plugin's functions directly;
 # those depending on libnccl-net-verbs.la dlopen the built plugin
 # ($NV_TEST_PLUGIN). No device needed unless noted; devices come from simverbs.
-noinst_HEADERS += test/unit/nvtest.h test/unit/nvplugin.h
+noinst_HEADERS += test/unit/nvtest.h test/unit/nvplugin.h test/unit/nvcomm.h
 # Pure code, no device: the knob table, HCA/GID selection, the registration
 # cache, the NIC counters' parsing.
 UNIT_PURE_TESTS = test/unit/test_param test/unit/test_select test/unit/test_mr_cache test/unit/test_hwcnt
