@@ -305,12 +305,21 @@ int sv_cq_push(struct sv_cq_ring *r, const struct sv_cqe *src)
 	return 0;
 }
 
-/* Wakes the CQ's completion channel if the CQ is armed. */
+/*
+ * Wakes the CQ's completion channel if the CQ is armed.  Called after the
+ * completion is published.  Arming (sv_req_notify_cq) and publishing are each
+ * a store followed by a load of the other side's word (the consumer arms,
+ * then polls; the producer publishes, then reads `armed`): without a full
+ * fence on both sides each may read the old value (x86 lets a load pass an
+ * earlier store), the consumer finds the CQ empty, the producer finds it not
+ * armed, and the event is lost (ibv_rc_pingpong -e hung in about 1 run of 8).
+ */
 void sv_cq_notify(struct sv_cq_ring *r, int *fd_cache)
 {
 	uint32_t id = r->ev_id;
 
-	if (SV_LIKELY(!atomic_load_explicit(&r->armed, memory_order_acquire)))
+	atomic_thread_fence(memory_order_seq_cst);	/* publish before reading armed */
+	if (SV_LIKELY(!atomic_load_explicit(&r->armed, memory_order_relaxed)))
 		return;
 	if (!r->chan_id || !atomic_exchange(&r->armed, 0))
 		return;
@@ -418,7 +427,9 @@ int sv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	(void)solicited_only;
 	if (!ibcq->channel)
 		return EINVAL;
-	atomic_store_explicit(&cq->ring->armed, 1, memory_order_release);
+	/* armed before the caller's next poll reads the ring (sv_cq_notify) */
+	atomic_store_explicit(&cq->ring->armed, 1, memory_order_seq_cst);
+	atomic_thread_fence(memory_order_seq_cst);
 	return 0;
 }
 

@@ -34,6 +34,9 @@ for dev in simib0 simroce0; do
 	pingpong "$dev-64k" "$dev" "${extra[@]}" -s 65536 -n 200
 	pingpong "$dev-1m" "$dev" "${extra[@]}" -s 1048576 -n 50
 	pingpong "$dev-events" "$dev" "${extra[@]}" -e -n 300
+	# 20000 round trips on completion events: a lost wakeup (arming and publishing
+	# racing) hung about 1 run of 8 at -n 300, so this one nearly always before the fix
+	pingpong "$dev-events-long" "$dev" "${extra[@]}" -e -n 20000
 	pingpong "$dev-events-1m" "$dev" "${extra[@]}" -e -s 1048576 -n 20
 	pingpong "$dev-newsend" "$dev" "${extra[@]}" -N -n 300
 done
